@@ -1,0 +1,139 @@
+# hak — one plain Makefile. Two build flavours share the rules:
+#   build/rel   optimised binaries (make all, make install, make bench, make demo)
+#   build/asan  ASan+UBSan binaries used by make check
+# Targets: all check demo install fuzz bench deps format clean
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BUILD     ?= build/rel
+SAN       ?= 0
+CC        ?= gcc
+
+PKGS      := liburing openssl jansson libnl-3.0 libnl-genl-3.0 libnl-route-3.0
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
+NBD_LIBS     := $(shell pkg-config --libs libnbd 2>/dev/null)
+
+WARN      := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wwrite-strings -Wstrict-prototypes \
+             -Wmissing-prototypes -Wformat=2 -Wno-format-nonliteral
+CFLAGS    ?= -O2 -g
+ifeq ($(SAN),1)
+CFLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=address,undefined
+endif
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Idaemon $(PKG_CFLAGS) $(CFLAGS)
+LIBS      := $(PKG_LIBS) -lev -lpthread -lm
+
+# Every daemon module except main goes into libhakd.a, which hakd, hakctl helpers and the unit
+# tests link.
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
+LIBHAKD    := $(BUILD)/libhakd.a
+
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
+TOOL_SRC   := $(wildcard tests/tools/*.c)
+TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
+
+BINS := $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach
+
+.PHONY: all bins check unit integration demo install fuzz fuzz-replay bench deps format clean
+
+all: bins
+
+bins: $(BINS) $(TOOL_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBHAKD): $(DAEMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/hakd: $(BUILD)/daemon/main.o $(LIBHAKD)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
+$(BUILD)/hakctl: $(CLI_OBJ) $(LIBHAKD)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+SHIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard kmod-shim/*.c))
+$(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAKD)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKD) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
+
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS) $(NBD_LIBS) $(LIBS)
+
+-include $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(BUILD)/daemon/main.d
+
+# ---- tests -------------------------------------------------------------------------------
+# make check: install missing packages, build the sanitizer flavour, replay fuzz seeds, run unit
+# and integration tests. The summary line at the end is "N passed, N failed, N skipped".
+check: deps
+	$(MAKE) BUILD=build/asan SAN=1 bins unit-bins
+	$(MAKE) fuzz-build
+	HAK_BUILD=build/asan tests/run.sh $(TESTS)
+
+unit-bins: $(UNIT_BIN)
+
+unit: deps
+	$(MAKE) BUILD=build/asan SAN=1 bins unit-bins
+	HAK_BUILD=build/asan tests/run.sh unit
+
+integration: deps
+	$(MAKE) BUILD=build/asan SAN=1 bins
+	HAK_BUILD=build/asan tests/run.sh integration
+
+deps:
+	@scripts/deps.sh
+
+# ---- fuzzing (clang + libFuzzer) ---------------------------------------------------------
+FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
+FUZZ_DAEMON := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ -Iinclude -Idaemon $(PKG_CFLAGS) \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+
+fuzz-build: $(FUZZ_BIN)
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_DAEMON) $(wildcard daemon/*.h include/hak/*.h)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAEMON) $(LIBS)
+
+# make fuzz: build the harnesses and run each for FUZZ_TIME seconds on a scratch corpus.
+FUZZ_TIME ?= 60
+fuzz: deps fuzz-build
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p tests/fuzz/corpus-run/$$n; \
+	  echo "fuzzing $$n for $(FUZZ_TIME)s"; \
+	  $$f -max_total_time=$(FUZZ_TIME) tests/fuzz/corpus-run/$$n tests/fuzz/corpus/$$n || exit 1; done
+
+# ---- demo, bench, install ----------------------------------------------------------------
+demo: deps bins
+	scripts/demo.sh
+
+bench: deps bins
+	bench/nbd.sh
+
+install: bins
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 \
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)/etc/hak $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach $(DESTDIR)$(PREFIX)/sbin/
+	install -m 0644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -m 0644 docs/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
+	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
+	install -m 0644 packaging/hakd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+
+format:
+	clang-format -i daemon/*.[ch] cli/*.[ch] kmod-shim/*.[ch] include/hak/*.h tests/unit/*.c \
+		tests/fuzz/*.c tests/tools/*.c
+
+clean:
+	rm -rf build

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+#include "buf.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define MIN_SHIFT 12		  /* 4 KiB */
+#define MAX_SHIFT 26		  /* 64 MiB */
+#define CACHE_LIMIT (128u << 20) /* cached bytes kept for reuse, over all classes */
+
+struct free_buf {
+	struct free_buf *next;
+};
+
+static struct free_buf *lists[MAX_SHIFT + 1];
+static size_t cached;
+
+static unsigned buf_class(size_t len)
+{
+	unsigned s = MIN_SHIFT;
+	while (s <= MAX_SHIFT && ((size_t)1 << s) < len)
+		s++;
+	return s;
+}
+
+void *buf_get(size_t len)
+{
+	unsigned c = buf_class(len ? len : 1);
+	void *p = NULL;
+
+	if (c <= MAX_SHIFT && lists[c]) {
+		struct free_buf *f = lists[c];
+		lists[c] = f->next;
+		cached -= (size_t)1 << c;
+		return f;
+	}
+	size_t size = c <= MAX_SHIFT ? (size_t)1 << c : len;
+	if (posix_memalign(&p, 4096, size) != 0) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return p;
+}
+
+void buf_put(void *p, size_t len)
+{
+	unsigned c = buf_class(len ? len : 1);
+
+	if (!p)
+		return;
+	if (c > MAX_SHIFT || cached + ((size_t)1 << c) > CACHE_LIMIT) {
+		free(p);
+		return;
+	}
+	struct free_buf *f = p;
+	f->next = lists[c];
+	lists[c] = f;
+	cached += (size_t)1 << c;
+}
+
+void buf_trim(void)
+{
+	for (unsigned c = 0; c <= MAX_SHIFT; c++) {
+		while (lists[c]) {
+			struct free_buf *f = lists[c];
+			lists[c] = f->next;
+			free(f);
+		}
+	}
+	cached = 0;
+}
+
+size_t buf_cached(void)
+{
+	return cached;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Page-aligned payload buffers recycled through per-size free lists. Requests of 4 KiB to 32 MiB
+ * come and go at high rates; glibc would mmap/munmap the large ones every time. Buffers are
+ * 4096-aligned so O_DIRECT works. Loop-thread only (no locking).
+ */
+#ifndef HAK_BUF_H
+#define HAK_BUF_H
+
+#include <stddef.h>
+
+/* A buffer of at least len bytes (len ≥ 1), or NULL with errno=ENOMEM. */
+void *buf_get(size_t len);
+/* Return a buffer obtained with buf_get(len) (the same len). NULL is ignored. */
+void buf_put(void *p, size_t len);
+/* Free everything cached (at exit, so leak checkers stay quiet). */
+void buf_trim(void);
+/* Bytes currently cached in the free lists. */
+size_t buf_cached(void);
+
+#endif

@@ -1,0 +1,293 @@
+/* SPDX-License-Identifier: MIT */
+#include "volume.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+#define ZERO_CHUNK (1u << 20)
+
+struct volume {
+	const struct hak_volume_cfg *cfg;
+	struct io_engine *io;
+	int fd;
+	uint64_t size;
+	bool blockdev;
+	struct vol_stats st;
+};
+
+/* Shared by every volume for the write-zeroes fallback; never written to. */
+static void *zero_buf;
+
+enum { ST_MAIN = 0, ST_RETRY_ZERO, ST_WRITE_ZEROES, ST_FUA_SYNC };
+
+int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct volume **out)
+{
+	struct volume *v = NULL;
+	struct stat sb;
+	int flags = (cfg->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	int rc = -1, saved;
+
+	if (cfg->direct_io)
+		flags |= O_DIRECT;
+	if (!zero_buf && posix_memalign(&zero_buf, 4096, ZERO_CHUNK) != 0) {
+		errno = ENOMEM;
+		goto out;
+	}
+	memset(zero_buf, 0, ZERO_CHUNK);
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		goto out;
+	v->cfg = cfg;
+	v->io = io;
+	v->fd = open(cfg->backing, flags);
+	if (v->fd < 0) {
+		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot open backing store %s: %s.",
+			cfg->backing, strerror(errno));
+		goto out;
+	}
+	if (fstat(v->fd, &sb) < 0)
+		goto out;
+	if (S_ISBLK(sb.st_mode)) {
+		v->blockdev = true;
+		if (ioctl(v->fd, BLKGETSIZE64, &v->size) < 0) {
+			log_vol(LOG_LVL_ERR, cfg->name, NULL,
+				"Cannot read the size of block device %s: %s.", cfg->backing,
+				strerror(errno));
+			goto out;
+		}
+	} else if (S_ISREG(sb.st_mode)) {
+		v->size = (uint64_t)sb.st_size;
+	} else {
+		log_vol(LOG_LVL_ERR, cfg->name, NULL,
+			"Backing store %s is neither a regular file nor a block device.",
+			cfg->backing);
+		errno = EINVAL;
+		goto out;
+	}
+	*out = v;
+	v = NULL;
+	rc = 0;
+out:
+	saved = errno;
+	if (v) {
+		if (v->fd >= 0)
+			close(v->fd);
+		free(v);
+	}
+	errno = saved;
+	return rc;
+}
+
+int volume_close(struct volume *vol)
+{
+	int rc = 0;
+	if (!vol)
+		return 0;
+	if (!vol->cfg->read_only && fdatasync(vol->fd) < 0) {
+		log_vol(LOG_LVL_ERR, vol->cfg->name, NULL,
+			"Final fdatasync of %s failed: %s.", vol->cfg->backing, strerror(errno));
+		rc = -1;
+	}
+	close(vol->fd);
+	free(vol);
+	return rc;
+}
+
+static void vol_complete(struct vol_io *vio, int err)
+{
+	struct volume *v = vio->vol;
+	vio->err = err;
+	v->st.in_flight--;
+	if (err)
+		v->st.errors++;
+	else if (vio->op == VOL_READ)
+		v->st.bytes_read += vio->len;
+	else if (vio->op == VOL_WRITE)
+		v->st.bytes_written += vio->len;
+	vio->done(vio);
+}
+
+static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
+		      unsigned flags);
+
+static void vol_fua_or_done(struct vol_io *vio)
+{
+	if (vio->flags & VOL_F_FUA) {
+		vio->stage = ST_FUA_SYNC;
+		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
+		return;
+	}
+	vol_complete(vio, 0);
+}
+
+static void vol_write_zeroes_next(struct vol_io *vio)
+{
+	uint64_t end = vio->off + vio->len;
+	if (vio->zero_pos >= end) {
+		vol_fua_or_done(vio);
+		return;
+	}
+	uint64_t n = end - vio->zero_pos < ZERO_CHUNK ? end - vio->zero_pos : ZERO_CHUNK;
+	vio->stage = ST_WRITE_ZEROES;
+	vol_issue(vio, IO_OP_WRITE, vio->zero_pos, n, zero_buf, 0);
+	vio->zero_pos += n;
+}
+
+/* TRIM and WRITE_ZEROES: fallocate first, fall back as the request's flags allow. */
+static void vol_zero_done(struct vol_io *vio, int64_t res)
+{
+	bool unsupported = res == -EOPNOTSUPP || res == -ENOTSUP || res == -EINVAL;
+
+	if (vio->stage == ST_WRITE_ZEROES) {
+		if (res < 0)
+			vol_complete(vio, (int)-res);
+		else
+			vol_write_zeroes_next(vio);
+		return;
+	}
+	if (res >= 0) {
+		vol_fua_or_done(vio);
+		return;
+	}
+	if (!unsupported) {
+		vol_complete(vio, (int)-res);
+		return;
+	}
+	if (vio->op == VOL_TRIM) {
+		/* TRIM is advisory: a store that cannot punch holes simply keeps the data. */
+		vol_fua_or_done(vio);
+		return;
+	}
+	if (vio->stage == ST_MAIN && !(vio->flags & VOL_F_NO_HOLE)) {
+		vio->stage = ST_RETRY_ZERO;
+		vol_issue(vio, IO_OP_ZERO, vio->off, vio->len, NULL, 0);
+		return;
+	}
+	if (vio->flags & VOL_F_FAST_ZERO) {
+		vol_complete(vio, ENOTSUP);
+		return;
+	}
+	vio->zero_pos = vio->off;
+	vol_write_zeroes_next(vio);
+}
+
+static void vol_io_done(struct io_req *req)
+{
+	struct vol_io *vio = req->data;
+
+	if (vio->stage == ST_FUA_SYNC) {
+		vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+		return;
+	}
+	switch (vio->op) {
+	case VOL_TRIM:
+	case VOL_ZERO:
+		vol_zero_done(vio, req->res);
+		return;
+	case VOL_BLOCK_STATUS:
+		vio->map_count = req->map_count;
+		break;
+	default:
+		break;
+	}
+	vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+}
+
+static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
+		      unsigned flags)
+{
+	struct io_req *r = &vio->io;
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->flags = flags;
+	r->fd = vio->vol->fd;
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->map = vio->map;
+	r->map_max = vio->map_max;
+	r->done = vol_io_done;
+	r->data = vio;
+	if (io_submit(vio->vol->io, r) < 0) {
+		/* io_submit only fails on a programming error (bad op); report it as EIO. */
+		log_vol(LOG_LVL_ERR, vio->vol->cfg->name, NULL,
+			"The I/O engine refused operation %d: %s.", (int)op, strerror(errno));
+		r->res = -EIO;
+		vol_complete(vio, EIO);
+	}
+}
+
+int volume_submit(struct volume *vol, struct vol_io *vio)
+{
+	if ((unsigned)vio->op >= VOL_OP__COUNT) {
+		errno = EINVAL;
+		return -1;
+	}
+	vio->vol = vol;
+	vio->err = 0;
+	vio->stage = ST_MAIN;
+	vol->st.ops[vio->op]++;
+	vol->st.in_flight++;
+	switch (vio->op) {
+	case VOL_READ:
+		vol_issue(vio, IO_OP_READ, vio->off, vio->len, vio->buf, 0);
+		break;
+	case VOL_WRITE:
+		vol_issue(vio, IO_OP_WRITE, vio->off, vio->len, vio->buf,
+			  (vio->flags & VOL_F_FUA) ? IO_F_FUA : 0);
+		break;
+	case VOL_FLUSH:
+		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
+		break;
+	case VOL_TRIM:
+		vol_issue(vio, IO_OP_PUNCH, vio->off, vio->len, NULL, 0);
+		break;
+	case VOL_ZERO:
+		vol_issue(vio, (vio->flags & VOL_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH, vio->off,
+			  vio->len, NULL, 0);
+		break;
+	case VOL_CACHE:
+		vol_issue(vio, IO_OP_CACHE, vio->off, vio->len, NULL, 0);
+		break;
+	case VOL_BLOCK_STATUS:
+		vol_issue(vio, IO_OP_SEEKMAP, vio->off, vio->len, NULL, 0);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+const char *volume_name(const struct volume *vol)
+{
+	return vol->cfg->name;
+}
+
+uint64_t volume_size(const struct volume *vol)
+{
+	return vol->size;
+}
+
+bool volume_is_blockdev(const struct volume *vol)
+{
+	return vol->blockdev;
+}
+
+const struct hak_volume_cfg *volume_cfg(const struct volume *vol)
+{
+	return vol->cfg;
+}
+
+void volume_stats(const struct volume *vol, struct vol_stats *out)
+{
+	*out = vol->st;
+}

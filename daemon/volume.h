@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path of one volume: NBD requests become volume operations here, and this module
+ * decides how they complete. Today that is the local backing store only; replication hooks in
+ * here, so nbd.c never needs to know whether a write is replicated.
+ */
+#ifndef HAK_VOLUME_H
+#define HAK_VOLUME_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "io.h"
+
+struct volume;
+struct hak_volume_cfg;
+
+enum vol_op {
+	VOL_READ = 0,
+	VOL_WRITE,
+	VOL_FLUSH,
+	VOL_TRIM,
+	VOL_ZERO,
+	VOL_CACHE,
+	VOL_BLOCK_STATUS,
+	VOL_OP__COUNT
+};
+
+#define VOL_F_FUA       (1u << 0)
+#define VOL_F_NO_HOLE   (1u << 1) /* ZERO: the range must stay allocated */
+#define VOL_F_FAST_ZERO (1u << 2) /* ZERO: fail with ENOTSUP rather than write zeroes slowly */
+
+struct vol_io {
+	enum vol_op op;
+	unsigned flags;
+	uint64_t off;
+	uint64_t len;
+	void *buf;		/* READ / WRITE */
+	struct io_extent *map;	/* BLOCK_STATUS (and structured READ hole detection) */
+	unsigned map_max;
+	unsigned map_count;
+	int err;		/* 0 or a positive errno, set before done() */
+	void (*done)(struct vol_io *vio);
+	void *data;
+
+	/* Private to volume.c. */
+	struct volume *vol;
+	struct io_req io;
+	int stage;
+	uint64_t zero_pos;
+};
+
+struct vol_stats {
+	uint64_t ops[VOL_OP__COUNT];
+	uint64_t bytes_read;
+	uint64_t bytes_written;
+	uint64_t errors;
+	uint64_t in_flight;
+};
+
+/* Open the backing store of cfg. 0 or -1 with errno (and a log line saying what failed). */
+int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct volume **out);
+/* fdatasync and close; the caller has drained every operation. */
+int volume_close(struct volume *vol);
+
+int volume_submit(struct volume *vol, struct vol_io *vio);
+
+const char *volume_name(const struct volume *vol);
+uint64_t volume_size(const struct volume *vol);
+bool volume_is_blockdev(const struct volume *vol);
+const struct hak_volume_cfg *volume_cfg(const struct volume *vol);
+void volume_stats(const struct volume *vol, struct vol_stats *out);
+
+#endif

@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the control socket: dispatch of JSON lines and a real socket round trip. */
+#include <check.h>
+#include <ev.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+
+static int calls;
+
+static json_t *h_status(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	calls++;
+	return json_pack("{s:s, s:O?}", "who", (const char *)ctx, "echo",
+			 json_object_get(req, "arg"));
+}
+
+static json_t *h_fail(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	(void)ctx;
+	(void)req;
+	snprintf(err, errlen, "Volume 'x' does not exist.");
+	return NULL;
+}
+
+static json_t *parse(char *line)
+{
+	ck_assert_ptr_nonnull(line);
+	size_t n = strlen(line);
+	ck_assert_uint_gt(n, 0);
+	ck_assert_int_eq(line[n - 1], '\n');
+	json_t *j = json_loads(line, 0, NULL);
+	ck_assert_ptr_nonnull(j);
+	free(line);
+	return j;
+}
+
+START_TEST(dispatch)
+{
+	struct control *ctl;
+	ck_assert_int_eq(control_create(NULL, NULL, &ctl), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, "me"), 0);
+	ck_assert_int_eq(control_register(ctl, "fail", h_fail, NULL), 0);
+	const char *ok = "{\"cmd\":\"status\",\"arg\":[1,2]}";
+	json_t *j = parse(control_handle_line(ctl, ok, strlen(ok)));
+	ck_assert(json_is_true(json_object_get(j, "ok")));
+	ck_assert_str_eq(json_string_value(json_object_get(j, "who")), "me");
+	ck_assert_int_eq(json_array_size(json_object_get(j, "echo")), 2);
+	json_decref(j);
+
+	const char *bad[] = { "{\"cmd\":", "[1]", "{\"cmd\":5}", "{\"cmd\":\"nope\"}",
+			      "{\"cmd\":\"fail\"}", "{\"cmd\":\"status\",\"cmd\":\"x\"}" };
+	const char *want[] = { "not valid JSON", "must be a JSON object", "must be a JSON object",
+			       "Unknown command 'nope'", "does not exist", "not valid JSON" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = parse(control_handle_line(ctl, bad[i], strlen(bad[i])));
+		ck_assert(json_is_false(json_object_get(j, "ok")));
+		const char *e = json_string_value(json_object_get(j, "error"));
+		ck_assert_msg(e && strstr(e, want[i]), "case %zu: error '%s' lacks '%s'", i, e,
+			      want[i]);
+		json_decref(j);
+	}
+	control_destroy(ctl);
+}
+END_TEST
+
+struct client_arg {
+	char path[108];
+	char reply[4096];
+};
+
+static void *client_thread(void *p)
+{
+	struct client_arg *a = p;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	strcpy(sa.sun_path, a->path);
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+		/* Two requests in one write: both must be answered, in order. */
+		const char *req = "{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":\"status\",\"arg\":2}\n";
+		(void)!write(fd, req, strlen(req));
+		size_t len = 0;
+		while (len < sizeof(a->reply) - 1) {
+			ssize_t r = read(fd, a->reply + len, sizeof(a->reply) - 1 - len);
+			if (r <= 0)
+				break;
+			len += (size_t)r;
+			a->reply[len] = '\0';
+			char *first = strchr(a->reply, '\n');
+			if (first && strchr(first + 1, '\n'))
+				break;
+		}
+	}
+	close(fd);
+	return NULL;
+}
+
+static void stop_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+START_TEST(socket_round_trip)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	struct control *ctl;
+	struct client_arg a = { 0 };
+	pthread_t th;
+	ev_timer stop;
+	snprintf(a.path, sizeof(a.path), "/tmp/hak-test-ctl.%d", (int)getpid());
+	ck_assert_int_eq(control_create(loop, a.path, &ctl), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, "sock"), 0);
+	calls = 0;
+	pthread_create(&th, NULL, client_thread, &a);
+	ev_timer_init(&stop, stop_cb, 0.05, 0.05);
+	for (int i = 0; i < 100 && calls < 2; i++) {
+		ev_timer_start(loop, &stop);
+		ev_run(loop, 0);
+		ev_timer_stop(loop, &stop);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(calls, 2);
+	ck_assert_ptr_nonnull(strstr(a.reply, "\"echo\":1"));
+	ck_assert_ptr_nonnull(strstr(a.reply, "\"echo\":2"));
+	ck_assert(strstr(a.reply, "\"echo\":1") < strstr(a.reply, "\"echo\":2"));
+	control_destroy(ctl);
+	ck_assert_int_ne(access(a.path, F_OK), 0); /* the socket file is removed */
+	ev_loop_destroy(loop);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("control");
+	TCase *t = tcase_create("core");
+	tcase_add_test(t, dispatch);
+	tcase_add_test(t, socket_round_trip);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
