@@ -38,7 +38,8 @@ struct hak_volume_cfg {
 };
 
 struct hak_config {
-	char *file;		/* the path it was loaded from (or the name given to config_parse) */
+	char *file;		/* the path it was loaded from (or the name given to config_parse);
+				 * NULL for config_new_default() */
 	char *control_socket;	/* global "control-socket" */
 	enum log_level log_level; /* global "log-level" (default info) */
 	enum io_kind io_engine;	  /* global "io-engine" auto|uring|pool (default auto) */
@@ -51,7 +52,8 @@ struct hak_config {
 
 /*
  * Parse text (not NUL-terminated necessarily: len bytes) named name (used in messages).
- * On failure returns -1, errno=EINVAL, and err holds one line "NAME:LINE:COL: message".
+ * On failure returns -1, errno=EINVAL (ENOMEM if memory ran out), and err holds one line
+ * "NAME:LINE:COL: message".
  */
 int config_parse(const char *text, size_t len, const char *name, struct hak_config **out, char *err,
 		 size_t errlen);
@@ -59,7 +61,13 @@ int config_parse(const char *text, size_t len, const char *name, struct hak_conf
 int config_load(const char *path, struct hak_config **out, char *err, size_t errlen);
 /* A config with defaults and no volumes (used by hakd --export). */
 struct hak_config *config_new_default(void);
-/* Append a volume with defaults; name and backing are copied. Returns the new entry or NULL. */
+/*
+ * Append a volume with defaults; name and backing are copied. Returns the new entry, or NULL with
+ * errno: EINVAL (NULL backing, or a name not matching [A-Za-z0-9_.-]{1,64} or "." or ".."),
+ * EEXIST (the name is taken), ENOSPC (4096 volumes already), ENOMEM. The entry stays valid until
+ * the next add: the array may move. Strings set in it later must be malloc'ed; config_free()
+ * frees them.
+ */
 struct hak_volume_cfg *config_add_volume(struct hak_config *cfg, const char *name, const char *backing);
 const struct hak_volume_cfg *config_find_volume(const struct hak_config *cfg, const char *name);
 void config_free(struct hak_config *cfg);

@@ -1,0 +1,405 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hakd: arguments, configuration, process setup, the main loop and orderly shutdown.
+ */
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <hak/version.h>
+
+#include "buf.h"
+#include "config.h"
+#include "control.h"
+#include "io.h"
+#include "log.h"
+#include "nbd.h"
+#include "volume.h"
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+#define SHUTDOWN_GRACE 30.0 /* seconds to finish in-flight requests on SIGTERM */
+
+struct hakd {
+	struct ev_loop *loop;
+	struct hak_config *cfg;
+	struct io_engine *io;
+	struct volume **vols;
+	struct nbd_server **srvs;
+	size_t n;
+	struct control *ctl;
+	ev_signal sig_term, sig_int, sig_hup;
+	ev_timer shutdown_poll;
+	double shutdown_start;
+	int exit_code;
+};
+
+struct args {
+	const char *config;
+	const char *export_path;
+	const char *socket;
+	const char *tcp;
+	const char *name;
+	const char *control;
+	const char *io_engine;
+	const char *log_level;
+	const char *pidfile;
+	int foreground;
+	int direct;
+	int read_only;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: hakd [--config FILE] [options]\n"
+		"       hakd --export PATH --socket SOCK [--tcp ADDR:PORT] [--name NAME] [options]\n"
+		"\n"
+		"  --config FILE        configuration file (default /etc/hak/hak.conf)\n"
+		"  --export PATH        serve PATH (file or block device) without a configuration\n"
+		"  --socket SOCK        UNIX socket for --export\n"
+		"  --tcp ADDR:PORT      also listen on TCP for --export\n"
+		"  --name NAME          export name for --export (default: basename of PATH)\n"
+		"  --read-only          --export read-only\n"
+		"  --direct             --export with O_DIRECT\n"
+		"  --control SOCK       control socket (default %s)\n"
+		"  --io-engine ENGINE   auto, uring or pool\n"
+		"  --log-level LEVEL    err, warn, notice, info or debug\n"
+		"  --pidfile FILE       write the pid to FILE\n"
+		"  --foreground         log to stderr instead of syslog\n"
+		"  --help, --version\n",
+		HAK_DEFAULT_CONTROL_SOCKET);
+}
+
+static int args_parse(int argc, char **argv, struct args *a)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "export", required_argument, NULL, 'e' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "tcp", required_argument, NULL, 't' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "control", required_argument, NULL, 'C' },
+		{ "io-engine", required_argument, NULL, 'I' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "pidfile", required_argument, NULL, 'p' },
+		{ "foreground", no_argument, NULL, 'f' },
+		{ "direct", no_argument, NULL, 'D' },
+		{ "read-only", no_argument, NULL, 'r' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:fDrhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'c': a->config = optarg; break;
+		case 'e': a->export_path = optarg; break;
+		case 's': a->socket = optarg; break;
+		case 't': a->tcp = optarg; break;
+		case 'n': a->name = optarg; break;
+		case 'C': a->control = optarg; break;
+		case 'I': a->io_engine = optarg; break;
+		case 'l': a->log_level = optarg; break;
+		case 'p': a->pidfile = optarg; break;
+		case 'f': a->foreground = 1; break;
+		case 'D': a->direct = 1; break;
+		case 'r': a->read_only = 1; break;
+		case 'h': usage(stdout); exit(0);
+		case 'V': printf("hakd %s\n", HAK_VERSION); exit(0);
+		default: usage(stderr); return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hakd: unexpected argument '%s'.\n", argv[optind]);
+		return -1;
+	}
+	if (a->export_path && !a->socket) {
+		fprintf(stderr, "hakd: --export needs --socket SOCK (the UNIX socket to serve on).\n");
+		return -1;
+	}
+	if (!a->export_path && (a->socket || a->tcp || a->name || a->direct || a->read_only)) {
+		fprintf(stderr, "hakd: --socket, --tcp, --name, --direct and --read-only go with "
+				"--export.\n");
+		return -1;
+	}
+	if (a->export_path && a->config) {
+		fprintf(stderr, "hakd: --export and --config exclude each other.\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* Build the configuration from --export or from the file. */
+static struct hak_config *config_from_args(const struct args *a)
+{
+	char err[512];
+	struct hak_config *cfg = NULL;
+	if (a->export_path) {
+		char *copy = strdup(a->export_path);
+		cfg = config_new_default();
+		if (!copy || !cfg) {
+			free(copy);
+			config_free(cfg);
+			return NULL;
+		}
+		const char *name = a->name ? a->name : basename(copy);
+		struct hak_volume_cfg *v = config_add_volume(cfg, name, a->export_path);
+		if (!v)
+			fprintf(stderr,
+				"hakd: cannot export %s as '%s': %s. Export names are 1-64 "
+				"characters of A-Z a-z 0-9 _ . - (choose one with --name).\n",
+				a->export_path, name, strerror(errno));
+		free(copy);
+		if (!v || !(v->nbd_socket = strdup(a->socket)) ||
+		    (a->tcp && !(v->nbd_listen = strdup(a->tcp)))) {
+			config_free(cfg);
+			return NULL;
+		}
+		v->read_only = a->read_only;
+		v->direct_io = a->direct;
+	} else {
+		const char *path = a->config ? a->config : "/etc/hak/hak.conf";
+		if (config_load(path, &cfg, err, sizeof(err)) < 0) {
+			fprintf(stderr, "hakd: %s\n", err);
+			return NULL;
+		}
+	}
+	if (a->control) {
+		free(cfg->control_socket);
+		cfg->control_socket = strdup(a->control);
+	}
+	if (a->io_engine && io_kind_parse(a->io_engine, &cfg->io_engine) < 0) {
+		fprintf(stderr, "hakd: unknown --io-engine '%s'; use auto, uring or pool.\n",
+			a->io_engine);
+		config_free(cfg);
+		return NULL;
+	}
+	if (a->log_level && log_level_parse(a->log_level, &cfg->log_level) < 0) {
+		fprintf(stderr, "hakd: unknown --log-level '%s'; use err, warn, notice, info or "
+				"debug.\n",
+			a->log_level);
+		config_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+static json_t *volume_status_json(struct hakd *d, size_t i)
+{
+	const struct hak_volume_cfg *vc = volume_cfg(d->vols[i]);
+	struct vol_stats vs;
+	struct nbd_server_stats ns;
+	volume_stats(d->vols[i], &vs);
+	nbd_server_stats(d->srvs[i], &ns);
+	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "read",
+				(json_int_t)vs.ops[VOL_READ], "write", (json_int_t)vs.ops[VOL_WRITE],
+				"flush", (json_int_t)vs.ops[VOL_FLUSH], "trim",
+				(json_int_t)vs.ops[VOL_TRIM], "zero", (json_int_t)vs.ops[VOL_ZERO],
+				"cache", (json_int_t)vs.ops[VOL_CACHE], "block_status",
+				(json_int_t)vs.ops[VOL_BLOCK_STATUS]);
+	json_t *bytes = json_pack("{s:I, s:I}", "read", (json_int_t)vs.bytes_read, "write",
+				  (json_int_t)vs.bytes_written);
+	return json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
+			 "s:I, s:I, s:I, s:I}",
+			 "name", vc->name, "role", "standalone", "backing", vc->backing, "size",
+			 (json_int_t)volume_size(d->vols[i]), "socket", vc->nbd_socket, "tcp",
+			 vc->nbd_listen, "read_only", vc->read_only, "direct_io", vc->direct_io,
+			 "clients", (int)ns.clients, "connections_total",
+			 (json_int_t)ns.connections, "rejected", (json_int_t)ns.rejected,
+			 "requests", req, "bytes", bytes, "errors",
+			 (json_int_t)(vs.errors + ns.invalid_requests + ns.protocol_errors),
+			 "io_errors", (json_int_t)vs.errors, "invalid_requests",
+			 (json_int_t)ns.invalid_requests, "protocol_errors",
+			 (json_int_t)ns.protocol_errors, "in_flight", (json_int_t)ns.in_flight);
+}
+
+static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct hakd *d = ctx;
+	(void)req;
+	json_t *vols = json_array();
+	for (size_t i = 0; vols && i < d->n; i++) {
+		json_t *v = volume_status_json(d, i);
+		if (!v || json_array_append_new(vols, v) < 0) {
+			json_decref(vols);
+			snprintf(err, errlen, "Out of memory while building the status.");
+			return NULL;
+		}
+	}
+	return json_pack("{s:s, s:i, s:s, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
+			 "io_engine", io_engine_name(d->io), "volumes", vols);
+}
+
+static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	(void)ctx;
+	(void)req;
+	(void)err;
+	(void)errlen;
+	return json_pack("{s:s}", "version", HAK_VERSION);
+}
+
+static void shutdown_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hakd *d = w->data;
+	(void)revents;
+	bool idle = true;
+	for (size_t i = 0; i < d->n; i++)
+		idle = idle && nbd_server_idle(d->srvs[i]);
+	if (idle) {
+		ev_timer_stop(loop, w);
+		ev_break(loop, EVBREAK_ALL);
+		return;
+	}
+	if (ev_now(loop) - d->shutdown_start > SHUTDOWN_GRACE) {
+		log_err("Requests were still in flight %.0f s after the shutdown request; exiting "
+			"anyway.",
+			SHUTDOWN_GRACE);
+		d->exit_code = 1;
+		ev_timer_stop(loop, w);
+		ev_break(loop, EVBREAK_ALL);
+	}
+}
+
+static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct hakd *d = w->data;
+	(void)revents;
+	if (w->signum == SIGHUP) {
+		log_notice("SIGHUP received; configuration reload is not supported yet, ignoring it.");
+		return;
+	}
+	if (ev_is_active(&d->shutdown_poll))
+		return;
+	log_notice("Signal %d received; finishing in-flight requests, then exiting.", w->signum);
+	d->shutdown_start = ev_now(loop);
+	for (size_t i = 0; i < d->n; i++)
+		nbd_server_shutdown(d->srvs[i]);
+	ev_timer_init(&d->shutdown_poll, shutdown_poll_cb, 0.0, 0.02);
+	d->shutdown_poll.data = d;
+	ev_timer_start(loop, &d->shutdown_poll);
+}
+
+/* Best effort: a daemon serving its own host's block device must not deadlock in reclaim. */
+static void process_setup(void)
+{
+	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0)
+		log_debug("PR_SET_IO_FLUSHER is not available (%s); continuing without it.",
+			  strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+}
+
+static int hakd_start(struct hakd *d)
+{
+	struct hak_config *cfg = d->cfg;
+	d->vols = calloc(cfg->n_volumes ? cfg->n_volumes : 1, sizeof(*d->vols));
+	d->srvs = calloc(cfg->n_volumes ? cfg->n_volumes : 1, sizeof(*d->srvs));
+	if (!d->vols || !d->srvs)
+		return -1;
+	if (io_engine_create(d->loop, cfg->io_engine, cfg->io_depth, &d->io) < 0) {
+		log_err("Cannot start the I/O engine: %s.", strerror(errno));
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->n_volumes; i++) {
+		const struct hak_volume_cfg *vc = &cfg->volumes[i];
+		struct nbd_server_opts o = { .unix_path = vc->nbd_socket,
+					     .tcp_listen = vc->nbd_listen,
+					     .max_clients = cfg->max_clients };
+		if (volume_open(vc, d->io, &d->vols[d->n]) < 0)
+			return -1;
+		if (nbd_server_create(d->loop, d->vols[d->n], &o, &d->srvs[d->n]) < 0) {
+			volume_close(d->vols[d->n]);
+			return -1;
+		}
+		d->n++;
+	}
+	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
+	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
+	    control_register(d->ctl, "version", cmd_version, d) < 0)
+		return -1;
+	return 0;
+}
+
+static void hakd_stop(struct hakd *d)
+{
+	control_destroy(d->ctl);
+	if (d->io && io_drain(d->io, SHUTDOWN_GRACE) < 0) {
+		log_err("The backing store did not complete its requests in %.0f s.", SHUTDOWN_GRACE);
+		d->exit_code = 1;
+	}
+	for (size_t i = 0; i < d->n; i++) {
+		nbd_server_destroy(d->srvs[i]);
+		if (volume_close(d->vols[i]) < 0)
+			d->exit_code = 1;
+	}
+	if (d->io)
+		io_engine_destroy(d->io);
+	free(d->vols);
+	free(d->srvs);
+	buf_trim();
+}
+
+static int write_pidfile(const char *path)
+{
+	FILE *f = fopen(path, "we");
+	if (!f)
+		return -1;
+	fprintf(f, "%d\n", (int)getpid());
+	return fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { 0 };
+	struct hakd d = { 0 };
+
+	if (args_parse(argc, argv, &a) < 0)
+		return 1;
+	d.cfg = config_from_args(&a);
+	if (!d.cfg)
+		return 1;
+	if (!a.foreground)
+		log_open_syslog("hakd");
+	log_set_level(d.cfg->log_level);
+	process_setup();
+	if (a.pidfile && write_pidfile(a.pidfile) < 0) {
+		log_err("Cannot write pid file %s: %s.", a.pidfile, strerror(errno));
+		config_free(d.cfg);
+		return 1;
+	}
+	d.loop = ev_default_loop(EVFLAG_AUTO);
+	ev_signal_init(&d.sig_term, signal_cb, SIGTERM);
+	ev_signal_init(&d.sig_int, signal_cb, SIGINT);
+	ev_signal_init(&d.sig_hup, signal_cb, SIGHUP);
+	d.sig_term.data = d.sig_int.data = d.sig_hup.data = &d;
+	ev_signal_start(d.loop, &d.sig_term);
+	ev_signal_start(d.loop, &d.sig_int);
+	ev_signal_start(d.loop, &d.sig_hup);
+	if (hakd_start(&d) < 0) {
+		d.exit_code = 1;
+	} else {
+		log_notice("hakd %s started with %zu volume(s), I/O engine %s, control socket %s.",
+			   HAK_VERSION, d.n, io_engine_name(d.io), d.cfg->control_socket);
+		ev_run(d.loop, 0);
+	}
+	hakd_stop(&d);
+	if (d.exit_code == 0)
+		log_notice("hakd stopped cleanly: every request was answered and the data flushed.");
+	if (a.pidfile)
+		unlink(a.pidfile);
+	config_free(d.cfg);
+	ev_loop_destroy(d.loop);
+	return d.exit_code;
+}

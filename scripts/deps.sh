@@ -1,0 +1,37 @@
+#!/bin/bash
+# Install the Debian packages hak needs to build, test, benchmark and run the demo.
+# Does nothing (and needs no network) when everything is already installed.
+set -euo pipefail
+
+PACKAGES=(
+	# build
+	build-essential pkg-config clang libclang-rt-14-dev
+	libev-dev liburing-dev libssl-dev libjansson-dev
+	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev check libnbd-dev
+	# tests, bench and demo: real NBD clients (libnbd-bin has nbdinfo, nbdcopy, nbdfuse),
+	# filesystems, namespaces
+	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs
+	iproute2 util-linux procps psmisc jq kmod
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing packages: ${missing[*]}" >&2
+	echo "deps: run 'make deps' as root (or: apt-get install ${missing[*]})." >&2
+	exit 1
+fi
+
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
