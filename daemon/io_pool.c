@@ -1,0 +1,345 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The thread-pool engine (see io.c for the flow), also the helper pool of the uring engine for
+ * SEEKMAP and CACHE. Workers share a mutex+condvar FIFO for submissions and a second lock for the
+ * completion list, so finishing never waits behind submitting. A worker writes the eventfd only
+ * when it puts a request on an empty completion list: the loop takes the whole list at once, so
+ * one wakeup covers every completion that piled up meanwhile.
+ */
+#include "io_int.h"
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+/* Bounded chunks keep one transfer inside what a single syscall returns in full. */
+#define IO_POOL_MAX_CHUNK (1u << 30)
+
+static int64_t io_exec_read(struct io_req *req)
+{
+	char *buf = req->buf;
+	ssize_t r;
+
+	while (req->done_bytes < req->len) {
+		uint64_t left = req->len - req->done_bytes;
+
+		r = pread(req->fd, buf + req->done_bytes,
+		          left < IO_POOL_MAX_CHUNK ? left : IO_POOL_MAX_CHUNK,
+		          (off_t)(req->off + req->done_bytes));
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0)
+			return -errno;
+		if (r == 0) {
+			/* End of file: the rest of the range reads as zeroes. */
+			memset(buf + req->done_bytes, 0, left);
+			break;
+		}
+		req->done_bytes += (uint64_t)r;
+	}
+	return (int64_t)req->len;
+}
+
+static int io_sync_retry(int fd, int data_only)
+{
+	int r;
+
+	do {
+		r = data_only ? fdatasync(fd) : fsync(fd);
+	} while (r < 0 && errno == EINTR);
+	return r < 0 ? -errno : 0;
+}
+
+static int64_t io_exec_write(struct io_req *req)
+{
+	int flags = (req->flags & IO_F_FUA) ? RWF_DSYNC : 0, sync_after = 0;
+	ssize_t r;
+
+	while (req->done_bytes < req->len) {
+		uint64_t left = req->len - req->done_bytes;
+		struct iovec iov = {
+		    .iov_base = (char *)req->buf + req->done_bytes,
+		    .iov_len = left < IO_POOL_MAX_CHUNK ? left : IO_POOL_MAX_CHUNK,
+		};
+
+		r = pwritev2(req->fd, &iov, 1, (off_t)(req->off + req->done_bytes), flags);
+		if (r < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (r < 0 && flags && (errno == EOPNOTSUPP || errno == ENOSYS)) {
+			/* Kernel before 4.7: no RWF_DSYNC, so make it durable afterwards. */
+			flags = 0;
+			sync_after = 1;
+			continue;
+		}
+		if (r < 0)
+			return -errno;
+		/* A write that moves nothing would be retried forever. */
+		if (r == 0)
+			return -EIO;
+		req->done_bytes += (uint64_t)r;
+	}
+	if (sync_after) {
+		int s = io_sync_retry(req->fd, 1);
+
+		if (s < 0)
+			return s;
+	}
+	return (int64_t)req->len;
+}
+
+/* Appends an extent, merging with the previous one of the same kind. 0 when map is full. */
+static int io_map_add(struct io_req *req, uint64_t len, int hole)
+{
+	struct io_extent *last = req->map_count ? &req->map[req->map_count - 1] : NULL;
+
+	if (last && last->hole == hole) {
+		last->len += len;
+		return 1;
+	}
+	if (req->map_count == req->map_max)
+		return 0;
+	req->map[req->map_count].len = len;
+	req->map[req->map_count].hole = hole;
+	req->map_count++;
+	return 1;
+}
+
+/* SEEK_DATA/SEEK_HOLE errors meaning "this file cannot tell": everything counts as data, which
+ * is always a safe answer. */
+static int io_seek_unsupported(int err)
+{
+	return err == EINVAL || err == ENOTSUP || err == EOPNOTSUPP;
+}
+
+static int64_t io_exec_seekmap(struct io_req *req)
+{
+	uint64_t pos = req->off, end = req->off + req->len, data, hole;
+	int no_holes = 0;
+	struct stat st;
+	off_t r;
+
+	if (fstat(req->fd, &st) < 0)
+		return -errno;
+	/* A block device has no holes to report (and some report none coherently). */
+	no_holes = S_ISBLK(st.st_mode);
+	while (pos < end) {
+		r = no_holes ? (off_t)pos : lseek(req->fd, (off_t)pos, SEEK_DATA);
+		if (r < 0 && io_seek_unsupported(errno)) {
+			no_holes = 1;
+			r = (off_t)pos;
+		} else if (r < 0 && errno == ENXIO) {
+			r = (off_t)end; /* no data after pos: a hole to the end */
+		} else if (r < 0) {
+			return -errno;
+		}
+		data = (uint64_t)r < end ? (uint64_t)r : end;
+		if (data > pos && !io_map_add(req, data - pos, 1))
+			break;
+		pos = data;
+		if (pos >= end)
+			break;
+		r = no_holes ? (off_t)end : lseek(req->fd, (off_t)pos, SEEK_HOLE);
+		if (r < 0 && (errno == ENXIO || io_seek_unsupported(errno)))
+			r = (off_t)end; /* truncated meanwhile or no support: call it data */
+		else if (r < 0)
+			return -errno;
+		hole = (uint64_t)r < end ? (uint64_t)r : end;
+		/* A concurrent change can make SEEK_HOLE answer pos itself; data is the safe call.
+		 */
+		if (hole <= pos)
+			hole = end;
+		if (!io_map_add(req, hole - pos, 0))
+			break;
+		pos = hole;
+	}
+	return (int64_t)req->len;
+}
+
+static int64_t io_exec_fallocate(struct io_req *req, int mode)
+{
+	if (fallocate(req->fd, mode | FALLOC_FL_KEEP_SIZE, (off_t)req->off, (off_t)req->len) < 0)
+		return -errno;
+	return (int64_t)req->len;
+}
+
+static int64_t io_exec(struct io_req *req)
+{
+	int r;
+
+	switch (req->op) {
+	case IO_OP_READ:
+		return io_exec_read(req);
+	case IO_OP_WRITE:
+		return io_exec_write(req);
+	case IO_OP_FDATASYNC:
+	case IO_OP_FSYNC:
+		r = io_sync_retry(req->fd, req->op == IO_OP_FDATASYNC);
+		return r < 0 ? r : (int64_t)req->len;
+	case IO_OP_PUNCH:
+		return io_exec_fallocate(req, FALLOC_FL_PUNCH_HOLE);
+	case IO_OP_ZERO:
+		return io_exec_fallocate(req, FALLOC_FL_ZERO_RANGE);
+	case IO_OP_SEEKMAP:
+		return io_exec_seekmap(req);
+	case IO_OP_CACHE:
+		/* posix_fadvise returns the error number instead of setting errno. */
+		r = posix_fadvise(req->fd, (off_t)req->off, (off_t)req->len, POSIX_FADV_WILLNEED);
+		return r ? -r : (int64_t)req->len;
+	default:
+		return -EINVAL;
+	}
+}
+
+static void io_pool_done(struct io_pool *p, struct io_req *req)
+{
+	uint64_t one = 1;
+	int was_empty;
+
+	pthread_mutex_lock(&p->done_lock);
+	was_empty = !p->done.head;
+	io_fifo_push(&p->done, req);
+	pthread_mutex_unlock(&p->done_lock);
+	/* The loop reads the eventfd before taking the list, so a push onto a non-empty list is
+	 * covered by the wakeup its first entry caused. */
+	if (was_empty) {
+		while (write(p->efd, &one, sizeof(one)) < 0 && errno == EINTR)
+			;
+	}
+}
+
+static void *io_pool_worker(void *arg)
+{
+	struct io_pool *p = arg;
+	struct io_req *req;
+
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->queue.head && !p->stop) {
+			p->idle++;
+			pthread_cond_wait(&p->cond, &p->lock);
+			p->idle--;
+		}
+		req = io_fifo_pop(&p->queue);
+		if (!req)
+			break; /* stopping, queue empty */
+		pthread_mutex_unlock(&p->lock);
+		req->res = io_exec(req);
+		io_pool_done(p, req);
+		pthread_mutex_lock(&p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return NULL;
+}
+
+int io_pool_init(struct io_engine *eng, unsigned nthreads)
+{
+	struct io_pool *p = &eng->pool;
+	sigset_t all, old;
+	char name[16];
+	int err = 0;
+
+	p->efd = eng->efd;
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	pthread_mutex_init(&p->done_lock, NULL);
+	p->started = 1;
+	p->threads = calloc(nthreads, sizeof(*p->threads));
+	if (!p->threads) {
+		err = errno;
+		goto out;
+	}
+	/* Workers must not take the daemon's signals: libev handles them on the loop thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (unsigned i = 0; i < nthreads; i++) {
+		err = pthread_create(&p->threads[i], NULL, io_pool_worker, p);
+		if (err) {
+			log_err("Cannot start I/O worker thread %u of %u: %s.", i + 1, nthreads,
+			        strerror(err));
+			break;
+		}
+		snprintf(name, sizeof(name), "hakd-io%u", i % 100);
+		pthread_setname_np(p->threads[i], name);
+		p->nthreads++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+out:
+	if (err) {
+		errno = err;
+		return -1;
+	}
+	return 0;
+}
+
+void io_pool_exit(struct io_engine *eng)
+{
+	struct io_pool *p = &eng->pool;
+
+	if (!p->started)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stop = 1;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nthreads; i++)
+		pthread_join(p->threads[i], NULL);
+	free(p->threads);
+	p->threads = NULL;
+	p->nthreads = 0;
+	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->done_lock);
+	p->started = 0;
+}
+
+void io_pool_queue(struct io_engine *eng, struct io_req *req)
+{
+	io_fifo_push(&eng->pool.batch, req);
+}
+
+void io_pool_flush(struct io_engine *eng)
+{
+	struct io_pool *p = &eng->pool;
+	unsigned n = p->batch.n;
+
+	if (!n)
+		return;
+	p->outstanding += n;
+	pthread_mutex_lock(&p->lock);
+	io_fifo_splice(&p->queue, &p->batch);
+	if (n >= p->idle)
+		pthread_cond_broadcast(&p->cond);
+	else
+		for (unsigned i = 0; i < n; i++)
+			pthread_cond_signal(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+}
+
+unsigned io_pool_reap(struct io_engine *eng)
+{
+	struct io_pool *p = &eng->pool;
+	struct io_fifo done;
+	struct io_req *req;
+	unsigned n = 0;
+
+	if (!p->outstanding)
+		return 0;
+	pthread_mutex_lock(&p->done_lock);
+	done = p->done;
+	p->done.head = p->done.tail = NULL;
+	p->done.n = 0;
+	pthread_mutex_unlock(&p->done_lock);
+	p->outstanding -= done.n;
+	while ((req = io_fifo_pop(&done))) {
+		io_complete(eng, req, req->res);
+		n++;
+	}
+	return n;
+}
