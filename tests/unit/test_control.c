@@ -3,6 +3,7 @@
 #include <check.h>
 #include <ev.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -46,7 +47,7 @@ START_TEST(dispatch)
 {
 	struct control *ctl;
 	ck_assert_int_eq(control_create(NULL, NULL, &ctl), 0);
-	ck_assert_int_eq(control_register(ctl, "status", h_status, "me"), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t)"me"), 0);
 	ck_assert_int_eq(control_register(ctl, "fail", h_fail, NULL), 0);
 	const char *ok = "{\"cmd\":\"status\",\"arg\":[1,2]}";
 	json_t *j = parse(control_handle_line(ctl, ok, strlen(ok)));
@@ -118,7 +119,7 @@ START_TEST(socket_round_trip)
 	ev_timer stop;
 	snprintf(a.path, sizeof(a.path), "/tmp/hak-test-ctl.%d", (int)getpid());
 	ck_assert_int_eq(control_create(loop, a.path, &ctl), 0);
-	ck_assert_int_eq(control_register(ctl, "status", h_status, "sock"), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t)"sock"), 0);
 	calls = 0;
 	pthread_create(&th, NULL, client_thread, &a);
 	ev_timer_init(&stop, stop_cb, 0.05, 0.05);
