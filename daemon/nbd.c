@@ -106,6 +106,7 @@ struct nbd_server {
 	ev_io lio[2];
 	ev_prepare prep;
 	struct nbd_export exp;
+	char desc[256];
 	const struct nbd_export *exp_list[1];
 	struct nbd_conn *conns;
 	struct nbd_conn *dirty;
@@ -869,6 +870,13 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			}
 		}
 		if (r == 0) {
+			if (c->cur) {
+				/* Hung up in the middle of a write payload: that write never runs. */
+				struct nbd_creq *q = c->cur;
+				c->cur = NULL;
+				q->unsent = 0;
+				creq_free(q);
+			}
 			if (c->in_flight || c->out_head) {
 				/* Half-close: answer what is in flight, then close. */
 				c->stop_reading = true;
@@ -1071,7 +1079,12 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 		s->opts.handshake_timeout = 30.0;
 	s->lfd[0] = s->lfd[1] = -1;
 	s->exp.name = cfg->name;
-	s->exp.description = cfg->description;
+	if (cfg->description) {
+		s->exp.description = cfg->description;
+	} else {
+		snprintf(s->desc, sizeof(s->desc), "hak volume %s (%s)", cfg->name, cfg->backing);
+		s->exp.description = s->desc;
+	}
 	s->exp.size = volume_size(vol);
 	s->exp.min_block = cfg->block_size_min ? cfg->block_size_min : cfg->direct_io ? 4096 : 512;
 	if (s->exp.size % s->exp.min_block)
