@@ -1,16 +1,67 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness for the hak.conf parser: any bytes must give either a config or one error
- * line, never a crash, a leak or undefined behaviour.
+ * line, never a crash, a leak or undefined behaviour; and a config that parses must keep the
+ * promises config.h makes about it.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_nodes(const struct hak_config *cfg)
+{
+	const struct hak_node_cfg *self, *peer;
+	char err[512];
+
+	if (cfg->n_nodes != 0 && cfg->n_nodes != 2)
+		abort();
+	for (size_t i = 0; i < cfg->n_nodes; i++) {
+		const struct hak_node_cfg *n = &cfg->nodes[i];
+		if (!n->name || !n->address || !n->hostname || n->port == 0 ||
+		    (n->family != AF_INET && n->family != AF_INET6))
+			abort();
+	}
+	if (cfg->n_nodes == 2 && (strcmp(cfg->nodes[0].name, cfg->nodes[1].name) == 0 ||
+	                          strcmp(cfg->nodes[0].hostname, cfg->nodes[1].hostname) == 0))
+		abort();
+	if (cfg->node_name && cfg->n_nodes == 0)
+		abort();
+	if (cfg->n_nodes == 2) {
+		if (config_find_self(cfg, cfg->nodes[1].name, &self, &peer, err, sizeof(err)) < 0 ||
+		    self != &cfg->nodes[1] || peer != &cfg->nodes[0])
+			abort();
+	} else if (config_find_self(cfg, NULL, &self, &peer, err, sizeof(err)) < 0 || self ||
+	           peer) {
+		abort();
+	}
+}
+
+static void check_volumes(const struct hak_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_volumes; i++) {
+		const struct hak_volume_cfg *v = &cfg->volumes[i];
+		if (!v->backing || !v->nbd_socket || config_find_volume(cfg, v->name) != v)
+			abort();
+		if (v->meta_internal == (v->meta_path != NULL))
+			abort();
+		if (v->ping_timeout <= v->ping_interval || v->ping_interval < 0.05 ||
+		    v->connect_interval > 60.0)
+			abort();
+		if (v->bitmap_block_size < 4096 ||
+		    (v->bitmap_block_size & (v->bitmap_block_size - 1)))
+			abort();
+		if (cfg->n_nodes && v->port_offset + cfg->nodes[0].port > 65535)
+			abort();
+		if (strcmp(config_mode_name(v->mode), "unknown") == 0)
+			abort();
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -23,12 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	memcpy(text, data, size);
 	if (config_parse(text, size, "fuzz.conf", &cfg, err, sizeof(err)) == 0) {
-		/* A successful parse must be internally consistent. */
-		for (size_t i = 0; i < cfg->n_volumes; i++) {
-			if (!cfg->volumes[i].backing || !cfg->volumes[i].nbd_socket ||
-			    config_find_volume(cfg, cfg->volumes[i].name) != &cfg->volumes[i])
-				abort();
-		}
+		check_volumes(cfg);
+		check_nodes(cfg);
 	} else if (memchr(err, '\0', sizeof(err)) == NULL || strncmp(err, "fuzz.conf:", 10) != 0) {
 		abort();
 	}

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <check.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,12 @@
 
 /* The head of a valid volume: lines 1-3; a test adds from line 4 (key at column 2). */
 #define VOL "volume v {\n\tbacking /b\n\tnbd-socket /s\n"
+/* A valid pair of nodes: lines 1-6. */
+#define NODES "node a {\n\taddress 10.0.0.1:7789\n}\nnode b {\n\taddress 10.0.0.2:7789\n}\n"
+/* Node 'a' up to its address key (line 2, value at column 10). */
+#define NODE_A "node a {\n\taddress "
+/* The rest of node 'a' after its address, and a valid node 'b' (lines 2-6). */
+#define NODE_B "\n}\nnode b {\n\taddress 10.0.0.2:7789\n}\n"
 
 static int parse(const char *text, struct hak_config **cfg, char *err, size_t errlen)
 {
@@ -52,6 +59,27 @@ START_TEST(test_example_file)
 	ck_assert_int_eq(v->direct_io, 0);
 	ck_assert_uint_eq(v->block_size_min, 0);
 	ck_assert_uint_eq(v->max_payload, 32u << 20);
+	ck_assert_int_eq(v->mode, HAK_MODE_SYNC);
+	ck_assert(!v->meta_internal);
+	ck_assert_str_eq(v->meta_path, "/var/lib/hak/db.meta");
+	ck_assert_uint_eq(v->bitmap_block_size, 4096);
+	ck_assert_uint_eq(v->port_offset, 0);
+	ck_assert_uint_eq(v->async_buffer, 64ull << 20);
+	ck_assert_double_eq(v->ping_interval, 1.0);
+	ck_assert_double_eq(v->ping_timeout, 2.0);
+	ck_assert_double_eq(v->connect_interval, 1.0);
+	ck_assert_uint_eq(v->max_epoch_size, 2048);
+	ck_assert_ptr_null(cfg->node_name);
+	ck_assert_str_eq(cfg->state_dir, "/var/lib/hak");
+	ck_assert_uint_eq(cfg->n_nodes, 2);
+	ck_assert_str_eq(cfg->nodes[0].name, "alpha");
+	ck_assert_str_eq(cfg->nodes[0].address, "192.0.2.1:7789");
+	ck_assert_str_eq(cfg->nodes[0].host, "192.0.2.1");
+	ck_assert_uint_eq(cfg->nodes[0].port, 7789);
+	ck_assert_str_eq(cfg->nodes[0].hostname, "alpha");
+	ck_assert_str_eq(cfg->nodes[1].name, "beta");
+	ck_assert_str_eq(cfg->nodes[1].address, "192.0.2.2:7789");
+	ck_assert_str_eq(cfg->nodes[1].hostname, "beta");
 	config_free(cfg);
 }
 END_TEST
@@ -121,6 +149,21 @@ START_TEST(test_all_keys)
 }
 END_TEST
 
+/* The replication settings of a volume that sets none of them. */
+static void assert_repl_defaults(const struct hak_volume_cfg *v, const char *meta_path)
+{
+	ck_assert_int_eq(v->mode, HAK_MODE_SYNC);
+	ck_assert(!v->meta_internal);
+	ck_assert_str_eq(v->meta_path, meta_path);
+	ck_assert_uint_eq(v->bitmap_block_size, HAK_DEFAULT_BITMAP_BLOCK);
+	ck_assert_uint_eq(v->port_offset, 0);
+	ck_assert_uint_eq(v->async_buffer, HAK_DEFAULT_ASYNC_BUFFER);
+	ck_assert_double_eq(v->ping_interval, HAK_DEFAULT_PING_INTERVAL);
+	ck_assert_double_eq(v->ping_timeout, HAK_DEFAULT_PING_TIMEOUT);
+	ck_assert_double_eq(v->connect_interval, HAK_DEFAULT_CONNECT_INTVL);
+	ck_assert_uint_eq(v->max_epoch_size, HAK_DEFAULT_MAX_EPOCH);
+}
+
 START_TEST(test_defaults)
 {
 	struct hak_config *cfg = parse_ok(VOL "}\n");
@@ -142,6 +185,11 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(v->direct_io, 0);
 	ck_assert_uint_eq(v->block_size_min, 0);
 	ck_assert_uint_eq(v->max_payload, HAK_DEFAULT_MAX_PAYLOAD);
+	assert_repl_defaults(v, "/var/lib/hak/v.meta");
+	ck_assert_ptr_null(cfg->node_name);
+	ck_assert_str_eq(cfg->state_dir, HAK_DEFAULT_STATE_DIR);
+	ck_assert_uint_eq(cfg->n_nodes, 0);
+	ck_assert_ptr_null(cfg->nodes);
 	config_free(cfg);
 
 	/* An empty file (or only comments) is all defaults and no volume. */
@@ -187,6 +235,194 @@ START_TEST(test_lenient_syntax)
 }
 END_TEST
 
+/* Nodes, the global keys of a pair, and every replication key of a volume set to a non-default. */
+static const char repl_text[] =
+    "global {\n"
+    "\tnode beta\n"
+    "\tstate-dir /srv/hak/\n"
+    "}\n"
+    "node alpha {\n"
+    "\taddress 192.0.2.1:7789\n"
+    "}\n"
+    "node beta {\n"
+    "\taddress [2001:DB8:0::2]:7790\n"
+    "\thostname beta.example.com\n"
+    "}\n"
+    "volume v {\n"
+    "\tbacking /b\n"
+    "\tnbd-socket /s\n"
+    "\tmode async\n"
+    "\tmeta-disk internal\n"
+    "\tbitmap-block-size 1M\n"
+    "\treplication-port-offset 5\n"
+    "\tasync-buffer 4G\n"
+    "\tping-interval 50ms\n"
+    "\tping-timeout 1.5s\n"
+    "\tconnect-interval 60s\n"
+    "\tmax-epoch-size 20000\n"
+    "}\n"
+    "volume w { backing /c; nbd-socket /t; mode memsync; meta-disk /dev/vg/m;"
+    " replication-port-offset 0; ping-interval 0.25s; ping-timeout 251ms;"
+    " async-buffer 1M; bitmap-block-size 4k; max-epoch-size 1;"
+    " connect-interval 2.000125S }\n"
+    "volume x { backing /d; nbd-socket /u; replication-port-offset 57745 }\n";
+
+START_TEST(test_repl_nodes)
+{
+	struct hak_config *cfg = parse_ok(repl_text);
+	const struct hak_node_cfg *a = &cfg->nodes[0], *b = &cfg->nodes[1];
+
+	ck_assert_str_eq(cfg->node_name, "beta");
+	ck_assert_str_eq(cfg->state_dir, "/srv/hak/");
+	ck_assert_uint_eq(cfg->n_nodes, 2);
+	ck_assert_str_eq(a->name, "alpha");
+	ck_assert_str_eq(a->address, "192.0.2.1:7789");
+	ck_assert_str_eq(a->hostname, "alpha");
+	ck_assert_str_eq(a->host, "192.0.2.1");
+	ck_assert_uint_eq(a->port, 7789);
+	ck_assert_int_eq(a->family, AF_INET);
+	ck_assert_uint_eq(a->line, 5);
+	ck_assert_str_eq(b->name, "beta");
+	ck_assert_str_eq(b->address, "[2001:DB8:0::2]:7790");
+	ck_assert_str_eq(b->hostname, "beta.example.com");
+	ck_assert_str_eq(b->host, "2001:db8::2"); /* canonical, so equal addresses compare equal */
+	ck_assert_uint_eq(b->port, 7790);
+	ck_assert_int_eq(b->family, AF_INET6);
+	ck_assert_uint_eq(b->line, 8);
+	config_free(cfg);
+}
+END_TEST
+
+START_TEST(test_repl_volumes)
+{
+	struct hak_config *cfg = parse_ok(repl_text);
+	const struct hak_volume_cfg *v = &cfg->volumes[0], *w = &cfg->volumes[1];
+
+	ck_assert_int_eq(v->mode, HAK_MODE_ASYNC);
+	ck_assert(v->meta_internal);
+	ck_assert_ptr_null(v->meta_path);
+	ck_assert_uint_eq(v->bitmap_block_size, 1u << 20);
+	ck_assert_uint_eq(v->port_offset, 5);
+	ck_assert_uint_eq(v->async_buffer, 4ull << 30);
+	ck_assert_double_eq(v->ping_interval, 0.05);
+	ck_assert_double_eq(v->ping_timeout, 1.5);
+	ck_assert_double_eq(v->connect_interval, 60.0);
+	ck_assert_uint_eq(v->max_epoch_size, 20000);
+
+	ck_assert_int_eq(w->mode, HAK_MODE_MEMSYNC);
+	ck_assert(!w->meta_internal);
+	ck_assert_str_eq(w->meta_path, "/dev/vg/m");
+	ck_assert_uint_eq(w->bitmap_block_size, 4096);
+	ck_assert_uint_eq(w->async_buffer, 1u << 20);
+	ck_assert_double_eq(w->ping_interval, 0.25);
+	ck_assert_double_eq(w->ping_timeout, 0.251);
+	ck_assert_double_eq(w->connect_interval, 2.000125);
+	ck_assert_uint_eq(w->max_epoch_size, 1);
+
+	/* The default metadata path comes from state-dir, even when 'global' is first. */
+	ck_assert_str_eq(cfg->volumes[2].meta_path, "/srv/hak/x.meta");
+	ck_assert_uint_eq(cfg->volumes[2].port_offset, 57745); /* 7790 + 57745 = 65535 */
+	config_free(cfg);
+
+	/* Both nodes on one IP: fine while no port of one node is a port of the other. */
+	cfg = parse_ok("node a {\n\taddress 127.0.0.1:7789\n}\n"
+	               "node b {\n\taddress 127.0.0.1:7800\n}\n"
+	               "volume v { backing /b; nbd-socket /s }\n"
+	               "volume w { backing /c; nbd-socket /t; replication-port-offset 10 }\n");
+	ck_assert_str_eq(cfg->nodes[0].host, cfg->nodes[1].host);
+	config_free(cfg);
+
+	/* Without nodes the replication keys are checked but volumes need no distinct offsets. */
+	cfg = parse_ok(VOL "\tmode async\n}\nvolume w { backing /c; nbd-socket /t }\n");
+	ck_assert_uint_eq(cfg->volumes[0].port_offset, cfg->volumes[1].port_offset);
+	config_free(cfg);
+}
+END_TEST
+
+/* Two nodes (hostnames h1 and h2) and, optionally, a global section. */
+static struct hak_config *pair(const char *global, const char *alpha_hostname)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text),
+	         "%s\nnode alpha {\n\taddress 10.0.0.1:7789\n\thostname \"%s\"\n}\n"
+	         "node beta {\n\taddress 10.0.0.2:7789\n\thostname h2\n}\n",
+	         global, alpha_hostname);
+	return parse_ok(text);
+}
+
+START_TEST(test_find_self)
+{
+	const struct hak_node_cfg *self, *peer;
+	struct hak_config *cfg;
+	char host[256] = "", err[512];
+
+	ck_assert_int_eq(gethostname(host, sizeof(host) - 1), 0);
+	ck_assert_msg(strcmp(host, "h1") && strcmp(host, "h2"), "the test needs another hostname");
+
+	/* By the machine's hostname. */
+	cfg = pair("", host);
+	ck_assert_int_eq(config_find_self(cfg, NULL, &self, &peer, err, sizeof(err)), 0);
+	ck_assert_str_eq(self->name, "alpha");
+	ck_assert_str_eq(peer->name, "beta");
+	ck_assert_str_eq(err, "");
+	/* --node wins over the hostname. */
+	ck_assert_int_eq(config_find_self(cfg, "beta", &self, &peer, err, sizeof(err)), 0);
+	ck_assert_ptr_eq(self, &cfg->nodes[1]);
+	ck_assert_ptr_eq(peer, &cfg->nodes[0]);
+	int rc = config_find_self(cfg, "gamma", &self, &peer, err, sizeof(err)), e = errno;
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(e, ENOENT);
+	ck_assert_ptr_null(self);
+	ck_assert_ptr_null(peer);
+	ck_assert_msg(strstr(err, "hakd --node 'gamma' names no node of t.conf; the nodes are "
+	                          "'alpha' (hostname ") &&
+	                  strstr(err, "and 'beta' (hostname h2)") && strstr(err, host),
+	              "%s", err);
+	config_free(cfg);
+
+	/* The global 'node' wins over the hostname, and --node over both. */
+	cfg = pair("global {\n\tnode beta\n}", host);
+	ck_assert_int_eq(config_find_self(cfg, NULL, &self, &peer, err, sizeof(err)), 0);
+	ck_assert_str_eq(self->name, "beta");
+	ck_assert_int_eq(config_find_self(cfg, "alpha", &self, &peer, err, sizeof(err)), 0);
+	ck_assert_str_eq(self->name, "alpha");
+	config_free(cfg);
+
+	/* No node has this machine's hostname; a longer name does not match a shorter one. */
+	char longer[300];
+	snprintf(longer, sizeof(longer), "%.50s.example", host);
+	cfg = pair("", longer);
+	rc = config_find_self(cfg, NULL, &self, &peer, err, sizeof(err));
+	e = errno;
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(e, ENOENT);
+	ck_assert_msg(strstr(err, "This machine's hostname '") && strstr(err, host) &&
+	                  strstr(err, "is not the hostname of a node of t.conf, which are 'alpha' "
+	                              "(hostname ") &&
+	                  strstr(err, "--node NAME."),
+	              "%s", err);
+	/* Without an error buffer it still fails cleanly. */
+	ck_assert_int_eq(config_find_self(cfg, NULL, &self, &peer, NULL, 0), -1);
+	config_free(cfg);
+
+	/* Standalone: no pair, unless --node asks for one. */
+	cfg = parse_ok(VOL "}\n");
+	self = peer = (const struct hak_node_cfg *)cfg;
+	ck_assert_int_eq(config_find_self(cfg, NULL, &self, &peer, err, sizeof(err)), 0);
+	ck_assert_ptr_null(self);
+	ck_assert_ptr_null(peer);
+	rc = config_find_self(cfg, "alpha", &self, &peer, err, sizeof(err));
+	e = errno;
+	ck_assert_int_eq(rc, -1);
+	ck_assert_int_eq(e, ENOENT);
+	ck_assert_msg(strstr(err, "t.conf has 0 node sections, but a pair needs two") &&
+	                  strstr(err, host) && strstr(err, "leave out hakd --node"),
+	              "%s", err);
+	config_free(cfg);
+}
+END_TEST
+
 struct bad_case {
 	const char *text;
 	unsigned line, col;
@@ -196,7 +432,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     /* sections */
     {"volum x {\n}\n", 1, 1, "Unknown section 'volum'; did you mean 'volume'?"},
-    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, volume"},
+    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, volume."},
     {"volume {\n}\n", 1, 1, "needs a name; write 'volume NAME {'"},
     {"global g {\n}\n", 1, 8, "takes no name"},
     {"global {\n}\nglobal {\n}\n", 3, 1, "second 'global' section; the first is at line 1"},
@@ -232,7 +468,8 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription\n}\n", 4, 2, "needs a value: a text, in double quotes if it has spaces"},
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
-     "block-size-min, max-payload."},
+     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
+     "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size."},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
@@ -290,6 +527,150 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tnbd-listen h:1\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tnbd-listen h:1\n}\n", 9,
      13, "same nbd-listen 'h:1'"},
     {VOL "}\nglobal {\n\tcontrol-socket /s\n}\n", 3, 13, "is the control socket '/s'"},
+    /* nodes */
+    {"node {\n}\n", 1, 1, "A 'node' section needs a name; write 'node NAME {'."},
+    {"node a/b {\n}\n", 1, 6, "Bad node name 'a/b'"},
+    {"node a b {\n}\n", 1, 8, "Too many words in the section header"},
+    {"node a\n{\n}\n", 1, 1, "The 'node' section header must end with '{' on the same line."},
+    {"node a {\n\tnode b {\n\t}\n}\n", 2, 2, "A 'node' section cannot be inside node 'a'"},
+    {"node a {\n}\n", 1, 1,
+     "The node 'a' section has no 'address' (the IP:PORT it replicates on and its peer connects "
+     "to); add an 'address' line to it."},
+    {NODE_A "10.0.0.1:7789\n}\n", 1, 1,
+     "Node 'a' is the only node section; replication needs exactly two, so add the peer's"},
+    {NODES "node c {\n\taddress 10.0.0.3:7789\n}\n", 7, 1,
+     "Too many 'node' sections (more than 2); hak replicates between a pair of nodes."},
+    {NODE_A "10.0.0.1:1\n}\nnode a {\n\taddress 10.0.0.2:1\n}\n", 4, 6,
+     "Duplicate node name 'a'; the first is at line 1."},
+    {NODE_A "10.0.0.1:7789\n}\nnode b {\n\taddress 10.0.0.1:7789\n}\n", 5, 10,
+     "Node 'b' has the same address '10.0.0.1:7789' as node 'a' (line 1); each node needs its "
+     "own."},
+    {NODE_A "[2001:db8::1]:1\n}\nnode b {\n\taddress [2001:0DB8:0:0::1]:1\n}\n", 5, 10,
+     "same address '[2001:0DB8:0:0::1]:1' as node 'a'"},
+    {NODE_A "10.0.0.1:1\n\thostname h\n}\nnode b {\n\taddress 10.0.0.2:1\n\thostname h\n}\n", 7, 11,
+     "Node 'b' has the same hostname 'h' as node 'a' (line 1), so hakd could not tell"},
+    {NODE_A "10.0.0.1:1\n\thostname b\n}\nnode b {\n\taddress 10.0.0.2:1\n}\n", 5, 1,
+     "Node 'b' has the same hostname 'b' as node 'a'"},
+    {NODE_A "localhost:7789" NODE_B, 2, 10,
+     "address 'localhost:7789' of node 'a' has a host name; write the node's IP address, like "
+     "192.0.2.1:7789"},
+    {NODE_A "0.0.0.0:7789" NODE_B, 2, 10, "of node 'a' is the wildcard address; the peer"},
+    {NODE_A "[::]:7789" NODE_B, 2, 10, "is the wildcard address"},
+    {NODE_A "10.0.0.1" NODE_B, 2, 10,
+     "address '10.0.0.1' is not HOST:PORT (no ':PORT'); write it like 192.0.2.1:7789 or "
+     "[2001:db8::1]:7789."},
+    {NODE_A "::1:7789" NODE_B, 2, 10, "an IPv6 address must be in brackets"},
+    {NODE_A "[::1:7789" NODE_B, 2, 10, "no ']' after the IPv6 address"},
+    {NODE_A "10.0.0.1:0" NODE_B, 2, 10,
+     "address port '0' is not valid; use a number from 1 to 65535."},
+    {NODE_A "10.0.0.1:65536" NODE_B, 2, 10, "address port '65536' is not valid"},
+    {NODE_A "10.0.0.1:1 x" NODE_B, 2, 21, "Key 'address' takes one value but has 2"},
+    {"node a {\n\taddress\n}\n", 2, 2,
+     "Key 'address' in node 'a' needs a value: IP:PORT, like 192.0.2.1:7789 or "
+     "[2001:db8::1]:7789."},
+    {"node a {\n\thostname a/b\n}\n", 2, 11,
+     "Bad hostname 'a/b' for node 'a'; use 1 to 64 letters, digits, '-', '_' or '.', as the "
+     "'hostname' command prints it."},
+    {"node a {\n\thostname -h\n}\n", 2, 11, "Bad hostname '-h'"},
+    {"node a {\n\thostname .h\n}\n", 2, 11, "Bad hostname '.h'"},
+    {"node a {\n\thostname \"\"\n}\n", 2, 11, "Bad hostname ''"},
+    {"node a {\n\thostname "
+     "hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh\n}\n",
+     2, 11, "Bad hostname"},
+    {"node a {\n\thostname\n}\n", 2, 2, "needs a value: the machine's hostname"},
+    {"node a {\n\tadress 10.0.0.1:1\n}\n", 2, 2,
+     "Unknown key 'adress' in node 'a'; did you mean 'address'?"},
+    {"node a {\n\tzzzzzzzz 1\n}\n", 2, 2, "valid keys are: address, hostname."},
+    {"node a {\n\tbacking /x\n}\n", 2, 2, "'backing' belongs in a 'volume' section, not in node"},
+    {"node a {\n\tnode b\n}\n", 2, 2, "Key 'node' belongs in a 'global' section, not in node 'a'."},
+    {VOL "\taddress 10.0.0.1:1\n}\n", 4, 2, "'address' belongs in a 'node' section"},
+    {"global {\n\thostname x\n}\n", 2, 2, "'hostname' belongs in a 'node' section, not in global"},
+    /* global node and state-dir */
+    {"global {\n\tnode x/y\n}\n", 2, 7,
+     "Bad node name 'x/y' for node; use 1 to 64 letters, digits, '_', '.' or '-'"},
+    {"global {\n\tnode\n}\n", 2, 2, "needs a value: the name of a node section"},
+    {"global {\n\tnode gamma\n}\n", 2, 7,
+     "The global 'node gamma' names a node, but there are no node sections; remove it"},
+    {NODES "global {\n\tnode gamma\n}\n", 8, 7,
+     "The global 'node gamma' names no node section; the nodes are 'a' and 'b'."},
+    {"global {\n\tstate-dir var/lib\n}\n", 2, 12,
+     "state-dir 'var/lib' must be an absolute path (starting with '/')."},
+    /* replication keys of a volume */
+    {VOL "\tmode fast\n}\n", 4, 7, "Bad mode 'fast'; choose one of sync, memsync, async."},
+    {VOL "\tmode SYNC\n}\n", 4, 7, "Bad mode 'SYNC'"},
+    {VOL "\tmode\n}\n", 4, 2, "needs a value: one of sync, memsync, async."},
+    {VOL "\tmeta-disk Internal\n}\n", 4, 12,
+     "meta-disk 'Internal' must be 'internal' or an absolute path (starting with '/')."},
+    {VOL "\tmeta-disk\n}\n", 4, 2, "needs a value: 'internal' or an absolute path."},
+    {VOL "\tmeta-disk /b\n}\n", 4, 12,
+     "The metadata file of volume 'v' is its backing '/b'; write 'meta-disk internal'"},
+    {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /b\n}\n", 8, 12,
+     "The metadata file '/b' of volume 'w' is also the backing of volume 'v' (line 1); give "
+     "each volume its own meta-disk, or use 'internal'."},
+    {VOL "\tmeta-disk /m\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /m\n}\n", 9, 12,
+     "The metadata file '/m' of volume 'w' is also the metadata file of volume 'v'"},
+    {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /var/lib/hak/v.meta\n}\n", 8,
+     12, "'/var/lib/hak/v.meta' of volume 'w' is also the metadata file of volume 'v'"},
+    {VOL "}\nvolume w {\n\tbacking /var/lib/hak/v.meta\n\tnbd-socket /t\n}\n", 1, 1,
+     "The metadata file '/var/lib/hak/v.meta' of volume 'v' is also the backing of volume 'w' "
+     "(line 5)"},
+    {VOL "}\nglobal {\n\tstate-dir /st/\n}\nvolume w {\n\tbacking /st/v.meta\n\tnbd-socket "
+         "/t\n}\n",
+     1, 1, "The metadata file '/st/v.meta' of volume 'v' is also the backing of volume 'w'"},
+    {VOL "\tbitmap-block-size 2K\n}\n", 4, 20,
+     "bitmap-block-size 2K is out of range; use 4K to 1M."},
+    {VOL "\tbitmap-block-size 2M\n}\n", 4, 20, "out of range; use 4K to 1M."},
+    {VOL "\tbitmap-block-size 12K\n}\n", 4, 20, "bitmap-block-size 12K is not a power of two"},
+    {VOL "\tbitmap-block-size\n}\n", 4, 2, "needs a value: a size from 4K to 1M."},
+    {VOL "\treplication-port-offset 65535\n}\n", 4, 26,
+     "replication-port-offset 65535 is out of range; use 0 to 65534."},
+    {VOL "\treplication-port-offset -1\n}\n", 4, 26, "Bad number '-1' for replication-port-offset"},
+    {VOL "\tasync-buffer 512K\n}\n", 4, 15, "async-buffer 512K is out of range; use 1M to 4G."},
+    {VOL "\tasync-buffer 4097M\n}\n", 4, 15, "out of range; use 1M to 4G."},
+    {VOL "\tmax-epoch-size 0\n}\n", 4, 17, "max-epoch-size 0 is out of range; use 1 to 20000."},
+    {VOL "\tmax-epoch-size 20001\n}\n", 4, 17, "use 1 to 20000."},
+    /* durations */
+    {VOL "\tping-interval 5\n}\n", 4, 16,
+     "Bad duration '5' for ping-interval; write a number and a unit, ms or s, like 200ms or "
+     "1.5s (to the microsecond at most)."},
+    {VOL "\tping-interval 1.5\n}\n", 4, 16, "Bad duration '1.5'"},
+    {VOL "\tping-interval 1m\n}\n", 4, 16, "Bad duration '1m'"},
+    {VOL "\tping-interval .5s\n}\n", 4, 16, "Bad duration '.5s'"},
+    {VOL "\tping-interval 1.s\n}\n", 4, 16, "Bad duration '1.s'"},
+    {VOL "\tping-interval 1e3ms\n}\n", 4, 16, "Bad duration '1e3ms'"},
+    {VOL "\tping-interval -1s\n}\n", 4, 16, "Bad duration '-1s'"},
+    {VOL "\tping-interval 1.0000001s\n}\n", 4, 16, "Bad duration '1.0000001s'"},
+    {VOL "\tping-interval 0.0001ms\n}\n", 4, 16, "Bad duration '0.0001ms'"},
+    {VOL "\tping-interval 1sec\n}\n", 4, 16, "Bad duration '1sec'"},
+    {VOL "\tping-interval 99999999999999999999s\n}\n", 4, 16, "Bad duration"},
+    {VOL "\tping-interval 49ms\n}\n", 4, 16,
+     "ping-interval 49ms is out of range; use 50ms to 60s."},
+    {VOL "\tping-interval 60.000001s\n}\n", 4, 16, "out of range; use 50ms to 60s."},
+    {VOL "\tconnect-interval 0s\n}\n", 4, 19, "connect-interval 0s is out of range"},
+    {VOL "\tping-timeout 61s\n}\n", 4, 15, "ping-timeout 61s is out of range"},
+    {VOL "\tping-interval\n}\n", 4, 2, "needs a value: a duration from 50ms to 60s, like 200ms"},
+    {VOL "\tping-interval 2s\n}\n", 4, 16,
+     "ping-timeout 2s of volume 'v' must be longer than its ping-interval 2s, or a healthy "
+     "peer would be dropped between two pings."},
+    {VOL "\tping-timeout 500ms\n\tping-interval 0.5s\n}\n", 4, 15,
+     "ping-timeout 500ms of volume 'v' must be longer than its ping-interval 500ms"},
+    {VOL "\tping-timeout 1.25s\n\tping-interval 1.5s\n}\n", 4, 15,
+     "ping-timeout 1.25s of volume 'v' must be longer than its ping-interval 1.5s"},
+    /* ports of a pair */
+    {NODES VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n}\n", 11, 1,
+     "Volume 'w' has the same replication-port-offset 0 as volume 'v' (line 7); with nodes, "
+     "each volume needs its own port, so give each a different offset."},
+    {NODES VOL "\treplication-port-offset 3\n}\nvolume w {\n\tbacking /c\n\tnbd-socket "
+               "/t\n\treplication-port-offset 3\n}\n",
+     15, 26, "same replication-port-offset 3 as volume 'v'"},
+    {NODE_A "10.0.0.1:65000" NODE_B VOL "\treplication-port-offset 536\n}\n", 10, 26,
+     "replication-port-offset 536 of volume 'v' goes past port 65535 on node 'a' (port 65000); "
+     "use at most 535."},
+    {NODE_A "127.0.0.1:7789\n}\nnode b {\n\taddress 127.0.0.1:7790\n}\n" VOL
+            "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\treplication-port-offset 1\n}\n",
+     14, 26,
+     "Volume 'w' would listen on port 7790 of node 'a', which volume 'v' uses on node 'b'; both "
+     "nodes have the IP 127.0.0.1, so choose offsets or node ports farther apart."},
     /* lexical */
     {VOL "\tdescription \"abc\n}\n", 4, 14, "Unterminated string"},
     {VOL "\tdescription \"abc\\\"\n}\n", 4, 14, "Unterminated string"},
@@ -321,7 +702,8 @@ START_TEST(test_bad_inputs)
 		              "case %zu: want failure with EINVAL, got rc %d errno %d", i, rc, e);
 		snprintf(want, sizeof(want), "t.conf:%u:%u: ", bc->line, bc->col);
 		ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
-		              "case %zu: want position %s got: %s", i, want, err);
+		              "case %zu: want position %s got: %s\n--- input:\n%s", i, want, err,
+		              bc->text);
 		ck_assert_msg(strstr(err, bc->phrase), "case %zu: want '%s' in: %s", i, bc->phrase,
 		              err);
 		ck_assert_msg(!strchr(err, '\n'), "case %zu: the message has a newline: %s", i,
@@ -458,6 +840,10 @@ START_TEST(test_api)
 	ck_assert_uint_eq(cfg->io_depth, 256);
 	ck_assert_uint_eq(cfg->max_clients, 64);
 	ck_assert_uint_eq(cfg->n_volumes, 0);
+	ck_assert_uint_eq(cfg->n_nodes, 0);
+	ck_assert_ptr_null(cfg->nodes);
+	ck_assert_ptr_null(cfg->node_name);
+	ck_assert_str_eq(cfg->state_dir, "/var/lib/hak");
 	ck_assert_ptr_null(config_find_volume(cfg, "a"));
 
 	v = config_add_volume(cfg, "a", backing);
@@ -469,6 +855,7 @@ START_TEST(test_api)
 	ck_assert_uint_eq(v->max_payload, HAK_DEFAULT_MAX_PAYLOAD);
 	ck_assert_uint_eq(v->block_size_min, 0);
 	ck_assert_int_eq(v->read_only, 0);
+	assert_repl_defaults(v, "/var/lib/hak/a.meta");
 
 	ck_assert_int_eq(add_errno(cfg, "a", "/other"), EEXIST);
 	ck_assert_int_eq(add_errno(cfg, "a b", "/other"), EINVAL);
@@ -488,6 +875,20 @@ START_TEST(test_api)
 	ck_assert_ptr_null(config_find_volume(cfg, "vol100"));
 	ck_assert_ptr_null(config_find_volume(cfg, NULL));
 	ck_assert_ptr_null(config_find_volume(NULL, "a"));
+
+	/* The default metadata file follows the state directory, with or without a final '/'. */
+	free(cfg->state_dir);
+	cfg->state_dir = strdup("/srv/st/");
+	v = config_add_volume(cfg, "b", "/dev/b");
+	ck_assert_str_eq(v->meta_path, "/srv/st/b.meta");
+	free(cfg->state_dir);
+	cfg->state_dir = strdup("/");
+	ck_assert_str_eq(config_add_volume(cfg, "c", "/dev/c")->meta_path, "/c.meta");
+
+	ck_assert_str_eq(config_mode_name(HAK_MODE_SYNC), "sync");
+	ck_assert_str_eq(config_mode_name(HAK_MODE_MEMSYNC), "memsync");
+	ck_assert_str_eq(config_mode_name(HAK_MODE_ASYNC), "async");
+	ck_assert_str_eq(config_mode_name((enum hak_repl_mode)7), "unknown");
 	config_free(cfg);
 }
 END_TEST
@@ -501,6 +902,9 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_all_keys);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_lenient_syntax);
+	tcase_add_test(tc, test_repl_nodes);
+	tcase_add_test(tc, test_repl_volumes);
+	tcase_add_test(tc, test_find_self);
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_raw_limits);
 	tcase_add_test(tc, test_too_many_volumes);
