@@ -13,14 +13,23 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <openssl/evp.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+
 #include <hak/version.h>
 
 #include "config.h"
+#include "meta.h"
 
 enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3 };
 
 struct cli {
 	const char *control;
+	const char *config;
+	const char *node;
 	int json;
 };
 
@@ -29,10 +38,18 @@ static void usage(FILE *f)
 	fprintf(f, "Usage: hakctl [--control SOCK] COMMAND [ARGS]\n"
 		   "\n"
 		   "Commands:\n"
-		   "  status [--json]   volumes, clients, request counters, bytes and errors\n"
-		   "  version           versions of hakctl and of the running hakd\n"
+		   "  status [--json]            roles, states, clients, counters, resync progress\n"
+		   "  primary VOL [--force]      promote (--force: also an Inconsistent/Outdated disk)\n"
+		   "  secondary VOL              demote (refused while NBD clients are connected)\n"
+		   "  connect VOL | disconnect VOL\n"
+		   "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
+		   "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
+		   "  dump-md VOL                print the metadata (offline)\n"
+		   "  version                    versions of hakctl and of the running hakd\n"
 		   "\n"
-		   "  --control SOCK    hakd's control socket (default %s)\n",
+		   "  --control SOCK    hakd's control socket (default %s)\n"
+		   "  --config FILE     configuration for create-md/dump-md (default /etc/hak/hak.conf)\n"
+		   "  --node NAME       which node this is, for create-md/dump-md\n",
 		HAK_DEFAULT_CONTROL_SOCKET);
 }
 
@@ -149,6 +166,40 @@ static void print_volume(json_t *v)
 	printf("  errors: %lld (I/O %lld, invalid requests %lld, protocol violations %lld)\n",
 	       (long long)geti(v, "errors"), (long long)geti(v, "io_errors"),
 	       (long long)geti(v, "invalid_requests"), (long long)geti(v, "protocol_errors"));
+	json_t *r = json_object_get(v, "replication");
+	if (!r)
+		return;
+	char oos[32];
+	human_bytes((uint64_t)geti(r, "out_of_sync_bytes"), oos, sizeof(oos));
+	const char *pr = json_string_value(json_object_get(r, "peer_role"));
+	printf("  replication: %s, disk %s, link %s, mode %s; peer %s %s/%s\n",
+	       json_string_value(json_object_get(r, "role")),
+	       json_string_value(json_object_get(r, "disk")),
+	       json_string_value(json_object_get(r, "link")),
+	       json_string_value(json_object_get(r, "mode")),
+	       json_string_value(json_object_get(r, "peer")), pr ? pr : "unknown",
+	       pr ? json_string_value(json_object_get(r, "peer_disk")) : "unknown");
+	printf("  out of sync: %s; in-flight writes %lld; ack latency %.2f ms; ping %.2f ms\n", oos,
+	       (long long)geti(r, "in_flight_writes"),
+	       json_real_value(json_object_get(r, "ack_latency_ms")),
+	       json_real_value(json_object_get(r, "ping_rtt_ms")));
+	json_t *rs = json_object_get(r, "resync");
+	if (rs) {
+		double eta = json_real_value(json_object_get(rs, "eta_s"));
+		printf("  resync (%s, %s): %.1f%% done, %.1f MiB/s, ETA %s%.0f s\n",
+		       json_string_value(json_object_get(rs, "direction")),
+		       json_is_true(json_object_get(rs, "full")) ? "full" : "bitmap",
+		       json_real_value(json_object_get(rs, "percent")),
+		       json_real_value(json_object_get(rs, "rate_mbps")), eta < 0 ? "unknown " : "",
+		       eta < 0 ? 0.0 : eta);
+	}
+	if (json_is_true(json_object_get(r, "split_brain")))
+		printf("  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
+		       "whose changes are to be dropped\n",
+		       json_string_value(json_object_get(v, "name")));
+	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
+	if (lr)
+		printf("  last refusal: %s\n", lr);
 }
 
 static int cmd_status(const struct cli *c, int argc, char **argv)
@@ -201,27 +252,237 @@ static int cmd_version(const struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* primary / secondary / connect / disconnect / resolve VOL [flags] */
+static int cmd_role(const struct cli *c, int argc, char **argv)
+{
+	int rc, force = 0, discard = 0;
+	const char *vol = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--force") == 0 && strcmp(argv[0], "primary") == 0)
+			force = 1;
+		else if (strcmp(argv[i], "--discard-local") == 0 && strcmp(argv[0], "resolve") == 0)
+			discard = 1;
+		else if (argv[i][0] != '-' && !vol)
+			vol = argv[i];
+		else {
+			fprintf(stderr, "hakctl %s: unexpected argument '%s'.\n", argv[0], argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!vol) {
+		fprintf(stderr, "hakctl %s: name the volume, e.g. 'hakctl %s db'.\n", argv[0], argv[0]);
+		return EXIT_USAGE;
+	}
+	json_t *req = json_pack("{s:s, s:s, s:b, s:b}", "cmd", argv[0], "volume", vol, "force", force,
+				"discard_local", discard);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s: %s done; role %s\n", vol, argv[0],
+	       json_string_value(json_object_get(resp, "role")));
+	json_decref(resp);
+	return 0;
+}
+
+/* The volume UUID both nodes derive from the configuration, so metadata created separately on
+ * each node matches: SHA-256 over the volume name and the sorted node names. */
+static void volume_uuid(const struct hak_config *cfg, const char *vol, uint8_t out[16])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	const char *a = cfg->n_nodes > 0 ? cfg->nodes[0].name : "";
+	const char *b = cfg->n_nodes > 1 ? cfg->nodes[1].name : "";
+	if (strcmp(a, b) > 0) {
+		const char *t = a;
+		a = b;
+		b = t;
+	}
+	EVP_DigestInit_ex(ctx, EVP_sha256(), NULL);
+	EVP_DigestUpdate(ctx, "hak-volume", 11);
+	EVP_DigestUpdate(ctx, vol, strlen(vol) + 1);
+	EVP_DigestUpdate(ctx, a, strlen(a) + 1);
+	EVP_DigestUpdate(ctx, b, strlen(b) + 1);
+	EVP_DigestFinal_ex(ctx, md, &mdlen);
+	EVP_MD_CTX_free(ctx);
+	memcpy(out, md, 16);
+}
+
+static int load_volume(const struct cli *c, const char *vol, struct hak_config **cfg,
+		       const struct hak_volume_cfg **vc, const char **self)
+{
+	char err[512];
+	const struct hak_node_cfg *me = NULL, *peer = NULL;
+	if (config_load(c->config, cfg, err, sizeof(err)) < 0) {
+		fprintf(stderr, "hakctl: %s\n", err);
+		return EXIT_USAGE;
+	}
+	*vc = config_find_volume(*cfg, vol);
+	if (!*vc) {
+		fprintf(stderr, "hakctl: %s defines no volume '%s'.\n", c->config, vol);
+		return EXIT_USAGE;
+	}
+	*self = "standalone";
+	if ((*cfg)->n_nodes == 2) {
+		if (config_find_self(*cfg, c->node, &me, &peer, err, sizeof(err)) < 0) {
+			fprintf(stderr, "hakctl: %s\n", err);
+			return EXIT_USAGE;
+		}
+		*self = me->name;
+	}
+	return 0;
+}
+
+static int backing_size(const char *path, uint64_t *out)
+{
+	struct stat sb;
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = -1;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &sb) == 0) {
+		if (S_ISBLK(sb.st_mode))
+			rc = ioctl(fd, BLKGETSIZE64, out) < 0 ? -1 : 0;
+		else {
+			*out = (uint64_t)sb.st_size;
+			rc = 0;
+		}
+	}
+	close(fd);
+	return rc;
+}
+
+static int cmd_create_md(const struct cli *c, int argc, char **argv)
+{
+	struct hak_config *cfg = NULL;
+	const struct hak_volume_cfg *vc;
+	const char *vol = NULL, *self;
+	struct meta_create_args a = { 0 };
+	struct meta_sb sb;
+	char err[512];
+	uint64_t size;
+	int rc;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--blank") == 0)
+			a.blank = true;
+		else if (strcmp(argv[i], "--force") == 0)
+			a.force = true;
+		else if (!vol && argv[i][0] != '-')
+			vol = argv[i];
+		else {
+			fprintf(stderr, "hakctl create-md: unexpected argument '%s'.\n", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!vol) {
+		fprintf(stderr, "hakctl create-md: name the volume.\n");
+		return EXIT_USAGE;
+	}
+	rc = load_volume(c, vol, &cfg, &vc, &self);
+	if (rc)
+		goto out;
+	rc = EXIT_DAEMON;
+	if (backing_size(vc->backing, &size) < 0) {
+		fprintf(stderr, "hakctl: cannot read the size of %s: %s.\n", vc->backing,
+			strerror(errno));
+		goto out;
+	}
+	a.internal = vc->meta_internal;
+	a.backing_bytes = size;
+	a.bitmap_block_size = vc->bitmap_block_size;
+	a.node = self;
+	volume_uuid(cfg, vol, a.uuid);
+	if (a.blank) {
+		/* Both nodes derive the same generation, so two blank disks start in sync. */
+		unsigned char md[32];
+		EVP_Digest(a.uuid, 16, md, NULL, EVP_sha256(), NULL);
+		memcpy(&a.blank_gen, md, 8);
+		a.blank_gen |= 1;
+	}
+	const char *path = vc->meta_internal ? vc->backing : vc->meta_path;
+	if (!vc->meta_internal) {
+		char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+		if (slash && slash != dir) {
+			*slash = '\0';
+			mkdir(dir, 0700);
+		}
+		free(dir);
+	}
+	if (meta_create_ex(path, &a, &sb, err, sizeof(err)) < 0) {
+		fprintf(stderr, "hakctl: %s\n", err);
+		goto out;
+	}
+	printf("%s: metadata written to %s (%s), %llu data bytes, %s.\n", vol, path,
+	       a.internal ? "internal" : "external", (unsigned long long)sb.size,
+	       a.blank ? "blank: both nodes start in sync" : "a full sync follows on first connect");
+	rc = 0;
+out:
+	config_free(cfg);
+	return rc;
+}
+
+static int cmd_dump_md(const struct cli *c, int argc, char **argv)
+{
+	struct hak_config *cfg = NULL;
+	const struct hak_volume_cfg *vc;
+	const char *self;
+	struct meta *m = NULL;
+	char err[512] = "";
+	int rc;
+	if (argc != 2) {
+		fprintf(stderr, "hakctl dump-md: name the volume.\n");
+		return EXIT_USAGE;
+	}
+	rc = load_volume(c, argv[1], &cfg, &vc, &self);
+	if (rc)
+		goto out;
+	rc = EXIT_DAEMON;
+	const char *path = vc->meta_internal ? vc->backing : vc->meta_path;
+	if (meta_open(path, vc->meta_internal, 0, &m, err, sizeof(err)) < 0) {
+		fprintf(stderr, "hakctl: %s: %s\n", path, err);
+		goto out;
+	}
+	if (err[0])
+		fprintf(stderr, "hakctl: warning: %s\n", err);
+	printf("volume %s, metadata %s (%s)\n", argv[1], path,
+	       vc->meta_internal ? "internal" : "external");
+	meta_dump(meta_sb(m), stdout);
+	rc = 0;
+out:
+	if (m)
+		meta_close(m);
+	config_free(cfg);
+	return rc;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(const struct cli *c, int argc, char **argv);
 } commands[] = {
-	{ "status", cmd_status },
-	{ "version", cmd_version },
+	{ "status", cmd_status },	{ "version", cmd_version },
+	{ "primary", cmd_role },	{ "secondary", cmd_role },
+	{ "connect", cmd_role },	{ "disconnect", cmd_role },
+	{ "resolve", cmd_role },	{ "create-md", cmd_create_md },
+	{ "dump-md", cmd_dump_md },
 };
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "control", required_argument, NULL, 'C' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "node", required_argument, NULL, 'N' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct cli c = { .control = HAK_DEFAULT_CONTROL_SOCKET };
+	struct cli c = { .control = HAK_DEFAULT_CONTROL_SOCKET, .config = "/etc/hak/hak.conf" };
 	int o;
-	while ((o = getopt_long(argc, argv, "+C:jh", opts, NULL)) != -1) {
+	while ((o = getopt_long(argc, argv, "+C:c:N:jh", opts, NULL)) != -1) {
 		switch (o) {
 		case 'C': c.control = optarg; break;
+		case 'c': c.config = optarg; break;
+		case 'N': c.node = optarg; break;
 		case 'j': c.json = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return EXIT_USAGE;

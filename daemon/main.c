@@ -23,6 +23,7 @@
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
+#include "repl.h"
 #include "volume.h"
 
 #ifndef PR_SET_IO_FLUSHER
@@ -31,12 +32,24 @@
 
 #define SHUTDOWN_GRACE 30.0 /* seconds to finish in-flight requests on SIGTERM */
 
+struct hakd;
+
+/* What the replication callbacks need to reach the volume's NBD server. */
+struct vol_slot {
+	struct hakd *d;
+	size_t i;
+	char refuse[160];
+};
+
 struct hakd {
 	struct ev_loop *loop;
 	struct hak_config *cfg;
+	const struct hak_node_cfg *self, *peer;
 	struct io_engine *io;
 	struct volume **vols;
 	struct nbd_server **srvs;
+	struct repl **repls;
+	struct vol_slot *slots;
 	size_t n;
 	struct control *ctl;
 	ev_signal sig_term, sig_int, sig_hup;
@@ -55,6 +68,7 @@ struct args {
 	const char *io_engine;
 	const char *log_level;
 	const char *pidfile;
+	const char *node;
 	int foreground;
 	int direct;
 	int read_only;
@@ -77,6 +91,7 @@ static void usage(FILE *f)
 		"  --io-engine ENGINE   auto, uring or pool\n"
 		"  --log-level LEVEL    err, warn, notice, info or debug\n"
 		"  --pidfile FILE       write the pid to FILE\n"
+		"  --node NAME          which node of the configuration this is (default: by hostname)\n"
 		"  --foreground         log to stderr instead of syslog\n"
 		"  --help, --version\n",
 		HAK_DEFAULT_CONTROL_SOCKET);
@@ -94,6 +109,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 		{ "io-engine", required_argument, NULL, 'I' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "pidfile", required_argument, NULL, 'p' },
+		{ "node", required_argument, NULL, 'N' },
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "direct", no_argument, NULL, 'D' },
 		{ "read-only", no_argument, NULL, 'r' },
@@ -102,7 +118,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:fDrhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fDrhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': a->config = optarg; break;
 		case 'e': a->export_path = optarg; break;
@@ -113,6 +129,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 		case 'I': a->io_engine = optarg; break;
 		case 'l': a->log_level = optarg; break;
 		case 'p': a->pidfile = optarg; break;
+		case 'N': a->node = optarg; break;
 		case 'f': a->foreground = 1; break;
 		case 'D': a->direct = 1; break;
 		case 'r': a->read_only = 1; break;
@@ -211,9 +228,11 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 				(json_int_t)vs.ops[VOL_BLOCK_STATUS]);
 	json_t *bytes = json_pack("{s:I, s:I}", "read", (json_int_t)vs.bytes_read, "write",
 				  (json_int_t)vs.bytes_written);
-	return json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
+	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
 			 "s:I, s:I, s:I, s:I}",
-			 "name", vc->name, "role", "standalone", "backing", vc->backing, "size",
+			 "name", vc->name, "role",
+			 d->repls[i] ? repl_role_name(repl_role(d->repls[i])) : "standalone",
+			 "backing", vc->backing, "size",
 			 (json_int_t)volume_size(d->vols[i]), "socket", vc->nbd_socket, "tcp",
 			 vc->nbd_listen, "read_only", vc->read_only, "direct_io", vc->direct_io,
 			 "clients", (int)ns.clients, "connections_total",
@@ -223,6 +242,12 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 			 "io_errors", (json_int_t)vs.errors, "invalid_requests",
 			 (json_int_t)ns.invalid_requests, "protocol_errors",
 			 (json_int_t)ns.protocol_errors, "in_flight", (json_int_t)ns.in_flight);
+	if (o && d->repls[i]) {
+		json_t *rj = repl_status_json(d->repls[i]);
+		if (rj)
+			json_object_set_new(o, "replication", rj);
+	}
+	return o;
 }
 
 static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
@@ -249,6 +274,69 @@ static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
 	(void)err;
 	(void)errlen;
 	return json_pack("{s:s}", "version", HAK_VERSION);
+}
+
+/* The volume a command names ("volume" field), which must be replicated. */
+static ssize_t cmd_volume(struct hakd *d, json_t *req, char *err, size_t errlen)
+{
+	const char *name = json_string_value(json_object_get(req, "volume"));
+	if (!name) {
+		snprintf(err, errlen, "The command needs a \"volume\" name.");
+		return -1;
+	}
+	for (size_t i = 0; i < d->n; i++) {
+		if (strcmp(volume_name(d->vols[i]), name) != 0)
+			continue;
+		if (!d->repls[i]) {
+			snprintf(err, errlen, "Volume %s is not replicated (no nodes are configured).",
+				 name);
+			return -1;
+		}
+		return (ssize_t)i;
+	}
+	snprintf(err, errlen, "There is no volume called '%.64s'.", name);
+	return -1;
+}
+
+static json_t *cmd_role(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct hakd *d = ctx;
+	ssize_t i = cmd_volume(d, req, err, errlen);
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	int rc;
+	if (i < 0)
+		return NULL;
+	struct repl *r = d->repls[i];
+	if (strcmp(cmd, "primary") == 0) {
+		rc = repl_promote(r, json_is_true(json_object_get(req, "force")), err, errlen);
+	} else if (strcmp(cmd, "secondary") == 0) {
+		struct nbd_server_stats ns;
+		nbd_server_stats(d->srvs[i], &ns);
+		rc = repl_demote(r, ns.clients > 0, err, errlen);
+	} else if (strcmp(cmd, "connect") == 0) {
+		rc = repl_connect(r, err, errlen);
+	} else if (strcmp(cmd, "disconnect") == 0) {
+		rc = repl_disconnect(r, err, errlen);
+	} else {
+		if (!json_is_true(json_object_get(req, "discard_local"))) {
+			snprintf(err, errlen, "resolve needs --discard-local on the node whose changes "
+					      "are to be dropped.");
+			return NULL;
+		}
+		rc = repl_resolve_discard_local(r, err, errlen);
+	}
+	if (rc < 0)
+		return NULL;
+	return json_pack("{s:s}", "role", repl_role_name(repl_role(r)));
+}
+
+static void role_changed(void *ctx, enum repl_role role)
+{
+	struct vol_slot *sl = ctx;
+	struct hakd *d = sl->d;
+	if (!d->srvs[sl->i])
+		return;
+	nbd_server_set_refuse(d->srvs[sl->i], role == ROLE_PRIMARY ? NULL : sl->refuse);
 }
 
 static void shutdown_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -304,9 +392,12 @@ static void process_setup(void)
 static int hakd_start(struct hakd *d)
 {
 	struct hak_config *cfg = d->cfg;
-	d->vols = calloc(cfg->n_volumes ? cfg->n_volumes : 1, sizeof(*d->vols));
-	d->srvs = calloc(cfg->n_volumes ? cfg->n_volumes : 1, sizeof(*d->srvs));
-	if (!d->vols || !d->srvs)
+	size_t nv = cfg->n_volumes ? cfg->n_volumes : 1;
+	d->vols = calloc(nv, sizeof(*d->vols));
+	d->srvs = calloc(nv, sizeof(*d->srvs));
+	d->repls = calloc(nv, sizeof(*d->repls));
+	d->slots = calloc(nv, sizeof(*d->slots));
+	if (!d->vols || !d->srvs || !d->repls || !d->slots)
 		return -1;
 	if (io_engine_create(d->loop, cfg->io_engine, cfg->io_depth, &d->io) < 0) {
 		log_err("Cannot start the I/O engine: %s.", strerror(errno));
@@ -317,30 +408,60 @@ static int hakd_start(struct hakd *d)
 		struct nbd_server_opts o = { .unix_path = vc->nbd_socket,
 					     .tcp_listen = vc->nbd_listen,
 					     .max_clients = cfg->max_clients };
+		struct vol_slot *sl = &d->slots[d->n];
 		if (volume_open(vc, d->io, &d->vols[d->n]) < 0)
 			return -1;
+		sl->d = d;
+		sl->i = d->n;
+		snprintf(sl->refuse, sizeof(sl->refuse),
+			 "node %s is secondary for volume %s; use the primary", d->self ? d->self->name : "?",
+			 vc->name);
+		if (d->self) {
+			char err[512];
+			struct repl_params rp = { .loop = d->loop, .io = d->io, .vcfg = vc,
+						  .self = d->self, .peer = d->peer,
+						  .vol = d->vols[d->n], .role_changed = role_changed,
+						  .ctx = sl };
+			if (repl_create(&rp, &d->repls[d->n], err, sizeof(err)) < 0) {
+				log_err("%s", err);
+				volume_close(d->vols[d->n]);
+				return -1;
+			}
+			volume_set_repl(d->vols[d->n], d->repls[d->n]);
+		}
 		if (nbd_server_create(d->loop, d->vols[d->n], &o, &d->srvs[d->n]) < 0) {
+			repl_destroy(d->repls[d->n]);
 			volume_close(d->vols[d->n]);
 			return -1;
 		}
+		if (d->repls[d->n])
+			nbd_server_set_refuse(d->srvs[d->n], sl->refuse);
 		d->n++;
 	}
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
 	    control_register(d->ctl, "version", cmd_version, d) < 0)
 		return -1;
+	static const char *const role_cmds[] = { "primary", "secondary", "connect", "disconnect",
+						 "resolve" };
+	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
+		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
+			return -1;
 	return 0;
 }
 
 static void hakd_stop(struct hakd *d)
 {
 	control_destroy(d->ctl);
+	for (size_t i = 0; i < d->n; i++)
+		repl_shutdown(d->repls[i]);
 	if (d->io && io_drain(d->io, SHUTDOWN_GRACE) < 0) {
 		log_err("The backing store did not complete its requests in %.0f s.", SHUTDOWN_GRACE);
 		d->exit_code = 1;
 	}
 	for (size_t i = 0; i < d->n; i++) {
 		nbd_server_destroy(d->srvs[i]);
+		repl_destroy(d->repls[i]);
 		if (volume_close(d->vols[i]) < 0)
 			d->exit_code = 1;
 	}
@@ -348,6 +469,8 @@ static void hakd_stop(struct hakd *d)
 		io_engine_destroy(d->io);
 	free(d->vols);
 	free(d->srvs);
+	free(d->repls);
+	free(d->slots);
 	buf_trim();
 }
 
@@ -370,6 +493,14 @@ int main(int argc, char **argv)
 	d.cfg = config_from_args(&a);
 	if (!d.cfg)
 		return 1;
+	if (d.cfg->n_nodes == 2) {
+		char err[512];
+		if (config_find_self(d.cfg, a.node, &d.self, &d.peer, err, sizeof(err)) < 0) {
+			fprintf(stderr, "hakd: %s\n", err);
+			config_free(d.cfg);
+			return 1;
+		}
+	}
 	if (!a.foreground)
 		log_open_syslog("hakd");
 	log_set_level(d.cfg->log_level);

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "repl.h"
 
 #define ZERO_CHUNK (1u << 20)
 
@@ -22,6 +23,7 @@ struct volume {
 	uint64_t size;
 	bool blockdev;
 	struct vol_stats st;
+	struct repl *repl;
 };
 
 /* Shared by every volume for the write-zeroes fallback; never written to. */
@@ -102,9 +104,10 @@ int volume_close(struct volume *vol)
 	return rc;
 }
 
-static void vol_complete(struct vol_io *vio, int err)
+static void vol_finish(struct vol_io *vio)
 {
 	struct volume *v = vio->vol;
+	int err = vio->local_err;
 	vio->err = err;
 	v->st.in_flight--;
 	if (err)
@@ -114,6 +117,25 @@ static void vol_complete(struct vol_io *vio, int err)
 	else if (vio->op == VOL_WRITE)
 		v->st.bytes_written += vio->len;
 	vio->done(vio);
+}
+
+static void vol_complete(struct vol_io *vio, int err)
+{
+	vio->local_done = true;
+	vio->local_err = err;
+	if (vio->vol->repl)
+		repl_local_done(vio->vol->repl, vio);
+	if (!vio->peer_wait)
+		vol_finish(vio);
+}
+
+void volume_peer_done(struct vol_io *vio)
+{
+	if (!vio->peer_wait)
+		return;
+	vio->peer_wait = false;
+	if (vio->local_done)
+		vol_finish(vio);
 }
 
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
@@ -226,17 +248,8 @@ static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t 
 	}
 }
 
-int volume_submit(struct volume *vol, struct vol_io *vio)
+static void vol_start(struct vol_io *vio)
 {
-	if ((unsigned)vio->op >= VOL_OP__COUNT) {
-		errno = EINVAL;
-		return -1;
-	}
-	vio->vol = vol;
-	vio->err = 0;
-	vio->stage = ST_MAIN;
-	vol->st.ops[vio->op]++;
-	vol->st.in_flight++;
 	switch (vio->op) {
 	case VOL_READ:
 		vol_issue(vio, IO_OP_READ, vio->off, vio->len, vio->buf, 0);
@@ -264,7 +277,54 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	default:
 		break;
 	}
+}
+
+void volume_resume(struct vol_io *vio)
+{
+	vol_start(vio);
+}
+
+int volume_submit(struct volume *vol, struct vol_io *vio)
+{
+	if ((unsigned)vio->op >= VOL_OP__COUNT) {
+		errno = EINVAL;
+		return -1;
+	}
+	vio->vol = vol;
+	vio->err = 0;
+	vio->stage = ST_MAIN;
+	vio->local_done = false;
+	vio->peer_wait = false;
+	vio->local_err = 0;
+	vol->st.ops[vio->op]++;
+	vol->st.in_flight++;
+	/* Replication first: it may hold the request back (a resync of the same blocks is being
+	 * read) or make its completion wait for the peer. */
+	if (vol->repl && vio->op != VOL_READ && vio->op != VOL_CACHE &&
+	    vio->op != VOL_BLOCK_STATUS && repl_submit(vol->repl, vio) > 0)
+		return 0;
+	vol_start(vio);
 	return 0;
+}
+
+void volume_set_repl(struct volume *vol, struct repl *r)
+{
+	vol->repl = r;
+}
+
+struct repl *volume_repl(const struct volume *vol)
+{
+	return vol->repl;
+}
+
+int volume_fd(const struct volume *vol)
+{
+	return vol->fd;
+}
+
+void volume_set_size(struct volume *vol, uint64_t size)
+{
+	vol->size = size;
 }
 
 const char *volume_name(const struct volume *vol)

@@ -43,11 +43,16 @@ struct vol_io {
 	void (*done)(struct vol_io *vio);
 	void *data;
 
-	/* Private to volume.c. */
+	/* Private to volume.c and repl.c. */
 	struct volume *vol;
 	struct io_req io;
 	int stage;
 	uint64_t zero_pos;
+	bool local_done; /* the backing store finished (local_err holds its result) */
+	bool peer_wait;	 /* completion also waits for the peer (volume_peer_done) */
+	int local_err;
+	uint64_t rid;		 /* replication id while tracked by repl.c */
+	struct vol_io *rnext;	 /* repl.c's lists */
 };
 
 struct vol_stats {
@@ -64,6 +69,19 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 int volume_close(struct volume *vol);
 
 int volume_submit(struct volume *vol, struct vol_io *vio);
+
+/* Replication hooks (repl.c). */
+struct repl;
+void volume_set_repl(struct volume *vol, struct repl *r);
+struct repl *volume_repl(const struct volume *vol);
+int volume_fd(const struct volume *vol);
+/* The peer side of vio is settled (acked, or recorded in the bitmap); completes it if the local
+ * side is done too. */
+void volume_peer_done(struct vol_io *vio);
+/* Start the local I/O of a request repl_submit() deferred. */
+void volume_resume(struct vol_io *vio);
+/* Limit the exported size (internal metadata occupies the tail of the backing store). */
+void volume_set_size(struct volume *vol, uint64_t size);
 
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#include "outq.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#define IOV_BATCH 64
+
+void outq_push(struct outq *q, struct outq_item *it)
+{
+	it->next = NULL;
+	it->sent_bytes = 0;
+	if (q->tail)
+		q->tail->next = it;
+	else
+		q->head = it;
+	q->tail = it;
+	q->bytes += it->hdr_len + it->data_len;
+	q->items++;
+}
+
+static void outq_pop(struct outq *q, int err)
+{
+	struct outq_item *it = q->head;
+	q->head = it->next;
+	if (!q->head)
+		q->tail = NULL;
+	q->bytes -= it->hdr_len + it->data_len - it->sent_bytes;
+	q->items--;
+	if (it->sent)
+		it->sent(it, err);
+}
+
+int outq_flush(struct outq *q, int fd)
+{
+	while (q->head) {
+		struct iovec iov[IOV_BATCH];
+		int n = 0;
+		for (struct outq_item *it = q->head; it && n < IOV_BATCH - 1; it = it->next) {
+			size_t s = it->sent_bytes;
+			if (s < it->hdr_len) {
+				iov[n].iov_base = it->hdr + s;
+				iov[n++].iov_len = it->hdr_len - s;
+				s = 0;
+			} else {
+				s -= it->hdr_len;
+			}
+			if (it->data_len > s) {
+				iov[n].iov_base = (void *)(it->data + s);
+				iov[n++].iov_len = it->data_len - s;
+			}
+		}
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return 1;
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		size_t left = (size_t)w;
+		while (left && q->head) {
+			struct outq_item *it = q->head;
+			size_t total = it->hdr_len + it->data_len;
+			size_t take = total - it->sent_bytes < left ? total - it->sent_bytes : left;
+			it->sent_bytes += take;
+			q->bytes -= take;
+			left -= take;
+			if (it->sent_bytes == total) {
+				q->head = it->next;
+				if (!q->head)
+					q->tail = NULL;
+				q->items--;
+				if (it->sent)
+					it->sent(it, 0);
+			}
+		}
+	}
+	return 0;
+}
+
+void outq_drop(struct outq *q, int err)
+{
+	while (q->head)
+		outq_pop(q, err);
+	q->bytes = 0;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An output queue for a non-blocking socket: items are a small inline header plus an optional
+ * borrowed payload, written with one sendmsg per batch. Each item's sent() callback runs once the
+ * socket took all of it (or when the queue is dropped), so owners release buffers exactly once.
+ */
+#ifndef HAK_OUTQ_H
+#define HAK_OUTQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct outq_item {
+	struct outq_item *next;
+	uint8_t hdr[48];
+	uint32_t hdr_len;
+	const uint8_t *data;
+	size_t data_len;
+	size_t sent_bytes;
+	/* Called when fully written (err 0) or dropped (err = errno of the failure, or ECANCELED). */
+	void (*sent)(struct outq_item *it, int err);
+	void *ctx;
+};
+
+struct outq {
+	struct outq_item *head, *tail;
+	size_t bytes; /* queued and not yet written */
+	size_t items;
+};
+
+void outq_push(struct outq *q, struct outq_item *it);
+/* Write what the socket takes. 0 when empty, 1 when the socket would block, -1 with errno. */
+int outq_flush(struct outq *q, int fd);
+/* Drop everything queued, calling sent(it, err) for each. */
+void outq_drop(struct outq *q, int err);
+
+#endif

@@ -1,0 +1,1489 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replication of one volume: states, connection and handshake, the primary's send side and the
+ * secondary's apply side. Bitmap exchange and resync live in resync.c.
+ *
+ * Invariant (DESIGN.md, write path step 5): a block the peer may not have is always either in
+ * flight with an ack still to come (a pend slot) or set in the bitmap. On disconnect every slot
+ * that has no WRITE_ACK goes into the bitmap before its request completes.
+ */
+#include "repl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bitmap.h"
+#include "buf.h"
+#include "config.h"
+#include "log.h"
+#include "nbd_proto.h"
+#include "repl_int.h"
+#include "volume.h"
+
+static const char *const role_names[] = { "secondary", "primary" };
+static const char *const disk_names[] = { "UpToDate", "Outdated", "Inconsistent", "Diskless",
+					  "Failed" };
+static const char *const link_names[] = { "StandAlone", "Connecting", "Connected", "SyncSource",
+					  "SyncTarget" };
+static const char *const mode_names[] = { "sync", "memsync", "async" };
+
+const char *repl_role_name(enum repl_role x)
+{
+	return role_names[x];
+}
+const char *repl_disk_name(enum repl_disk x)
+{
+	return disk_names[x];
+}
+const char *repl_link_name(enum repl_link x)
+{
+	return link_names[x];
+}
+const char *repl_mode_name(enum repl_mode x)
+{
+	return mode_names[x];
+}
+
+enum repl_role repl_role(const struct repl *r)
+{
+	return r->role;
+}
+
+void repl_log(const struct repl *r, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_vol((enum log_level)level, r->name, role_names[r->role], "%s", msg);
+}
+
+static uint64_t fresh_gen(void)
+{
+	uint64_t g = 0;
+	while (g == 0)
+		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
+			g = (uint64_t)random() << 32 | (uint64_t)random();
+	return g;
+}
+
+struct gen_ids repl_gen_local(const struct repl *r)
+{
+	struct gen_ids g = { .current = r->sb.gen_current,
+			     .bitmap = r->sb.gen_bitmap,
+			     .history = { r->sb.gen_history[0], r->sb.gen_history[1] } };
+	if (r->crashed_primary)
+		g.flags |= GEN_F_CRASHED_PRIMARY;
+	if (r->sb.flags & META_F_CONSISTENT)
+		g.flags |= GEN_F_CONSISTENT;
+	return g;
+}
+
+static void gen_store(struct repl *r, const struct gen_ids *g)
+{
+	r->sb.gen_current = g->current;
+	r->sb.gen_bitmap = g->bitmap;
+	r->sb.gen_history[0] = g->history[0];
+	r->sb.gen_history[1] = g->history[1];
+}
+
+int repl_write_sb(struct repl *r)
+{
+	uint32_t f = r->sb.flags & ~(META_F_UPTODATE | META_F_CONSISTENT | META_F_PRIMARY |
+				     META_F_SPLIT_BRAIN);
+	if (r->disk == DISK_UPTODATE)
+		f |= META_F_UPTODATE | META_F_CONSISTENT;
+	else if (r->disk == DISK_OUTDATED)
+		f |= META_F_CONSISTENT;
+	if (r->role == ROLE_PRIMARY)
+		f |= META_F_PRIMARY;
+	if (r->split_brain)
+		f |= META_F_SPLIT_BRAIN;
+	r->sb.flags = f;
+	r->sb.bits_set = bitmap_count(r->bm);
+	snprintf(r->sb.node, sizeof(r->sb.node), "%s", r->p.self->name);
+	if (meta_write_sb(r->meta, &r->sb) < 0) {
+		repl_log(r, LOG_LVL_ERR, "Writing the metadata superblock failed: %s.",
+			 strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- primary send side ------------------------------------------------------------------ */
+
+static struct pend *pend_of(struct repl *r, uint64_t id)
+{
+	struct pend *p = &r->pend[id % PEND_SLOTS];
+	return p->used ? p : NULL;
+}
+
+static bool replicating(const struct repl *r)
+{
+	return r->connected && r->peer_disk != DISK_DISKLESS;
+}
+
+static void async_copy_sent(struct outq_item *it, int err)
+{
+	struct pend *p = it->ctx;
+	(void)err;
+	if (p && p->copy) {
+		buf_put(p->copy, p->len);
+		p->copy = NULL;
+	}
+	free(it);
+}
+
+static void plain_sent(struct outq_item *it, int err)
+{
+	(void)err;
+	free(it);
+}
+
+/* Queue the frame for pend p (id) on the data stream. */
+static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io *vio)
+{
+	struct outq_item *it = calloc(1, sizeof(*it));
+	uint16_t flags = 0;
+	if (!it)
+		return -1;
+	if (vio && (vio->flags & VOL_F_FUA))
+		flags |= WIRE_F_FUA;
+	if (r->mode == MODE_MEMSYNC)
+		flags |= WIRE_F_RECV_ACK;
+	if (p->type == WIRE_BARRIER) {
+		wire_hdr_encode(it->hdr, WIRE_BARRIER, 0, WIRE_ID_SIZE);
+		wire_put_id(it->hdr + WIRE_HDR_SIZE, id);
+		it->hdr_len = WIRE_HDR_SIZE + WIRE_ID_SIZE;
+		it->sent = plain_sent;
+		tstream_send(r->data, it);
+		return 0;
+	}
+	if (p->type == WIRE_ZERO && vio && (vio->flags & VOL_F_NO_HOLE))
+		flags |= WIRE_F_NO_HOLE;
+	struct wire_io io = { .id = id, .off = p->off, .len = p->len };
+	uint32_t plen = p->type == WIRE_DATA ? p->len : 0;
+	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + plen);
+	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
+	it->sent = plain_sent;
+	if (p->type == WIRE_DATA) {
+		it->data = p->copy ? p->copy : vio->buf;
+		it->data_len = p->len;
+		if (p->copy) {
+			it->sent = async_copy_sent;
+			it->ctx = p;
+		}
+	}
+	tstream_send(r->data, it);
+	return 0;
+}
+
+/* Take a slot and send vio to the peer; false when no slot is free. */
+static bool pend_start(struct repl *r, struct vol_io *vio)
+{
+	uint64_t id = r->next_id;
+	struct pend *p = &r->pend[id % PEND_SLOTS];
+	static const uint16_t types[] = { [VOL_WRITE] = WIRE_DATA, [VOL_TRIM] = WIRE_TRIM,
+					  [VOL_ZERO] = WIRE_ZERO, [VOL_FLUSH] = WIRE_BARRIER };
+	if (p->used)
+		return false;
+	memset(p, 0, sizeof(*p));
+	p->used = true;
+	p->type = types[vio->op];
+	p->off = vio->off;
+	p->len = (uint32_t)vio->len;
+	p->sent_at = ev_now(r->p.loop);
+	r->next_id++;
+	r->pend_count++;
+	vio->rid = id;
+	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER) {
+		/* The client is answered before the peer has the data: keep our own copy. */
+		if (p->type == WIRE_DATA) {
+			p->copy = buf_get(p->len);
+			if (p->copy)
+				memcpy(p->copy, vio->buf, p->len);
+		}
+		r->async_bytes += p->len;
+		p->vio = NULL;
+	} else {
+		p->vio = vio;
+		vio->peer_wait = true;
+	}
+	if ((p->type == WIRE_DATA && r->mode == MODE_ASYNC && !p->copy) ||
+	    pend_send(r, p, id, vio) < 0) {
+		/* Out of memory: the bitmap remembers the block; the request must not wait. */
+		if (p->type != WIRE_BARRIER)
+			bitmap_set_range(r->bm, p->off, p->len);
+		p->vio = NULL;
+		vio->peer_wait = false;
+	}
+	return true;
+}
+
+static void pend_release(struct repl *r, struct pend *p)
+{
+	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
+		r->async_bytes -= p->len;
+	if (p->copy) {
+		buf_put(p->copy, p->len);
+		p->copy = NULL;
+	}
+	p->used = false;
+	r->pend_count--;
+}
+
+static void wait_queue_pump(struct repl *r)
+{
+	while (r->wait_head) {
+		struct vol_io *vio = r->wait_head;
+		if (replicating(r) && !pend_start(r, vio))
+			return;
+		r->wait_head = vio->rnext;
+		if (!r->wait_head)
+			r->wait_tail = NULL;
+		if (!replicating(r)) {
+			if (vio->op != VOL_FLUSH)
+				bitmap_set_range(r->bm, vio->off, vio->len);
+		}
+		volume_resume(vio);
+	}
+}
+
+int repl_submit(struct repl *r, struct vol_io *vio)
+{
+	vio->rid = UINT64_MAX;
+	vio->rnext = NULL;
+	if (vio->op != VOL_FLUSH && resync_overlaps(r, vio->off, vio->len)) {
+		/* A resync read of these blocks is in flight: its data must reach the peer first,
+		 * or the peer would end with the older copy. */
+		vio->rnext = r->deferred;
+		r->deferred = vio;
+		return 1;
+	}
+	if (vio->op != VOL_FLUSH) {
+		vio->rnext = r->active_writes;
+		r->active_writes = vio;
+	}
+	bool async_full = r->mode == MODE_ASYNC && r->async_bytes >= r->p.vcfg->async_buffer;
+	if (async_full && !r->ahead && replicating(r)) {
+		r->ahead = true;
+		repl_log(r, LOG_LVL_WARN,
+			 "The async send buffer is full (%llu bytes in flight); tracking writes in "
+			 "the bitmap until the peer catches up, then resyncing them.",
+			 (unsigned long long)r->async_bytes);
+	}
+	if (!replicating(r) || (r->ahead && vio->op != VOL_FLUSH)) {
+		if (vio->op != VOL_FLUSH)
+			bitmap_set_range(r->bm, vio->off, vio->len);
+		return 0;
+	}
+	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC)
+		return 0; /* async: a flush is local; the peer flushes at its own barriers */
+	if (r->wait_head || !pend_start(r, vio)) {
+		/* Out of slots: backpressure on the client. Keep it off the active list until it
+		 * is really started. */
+		if (vio->op != VOL_FLUSH)
+			r->active_writes = vio->rnext;
+		vio->rnext = NULL;
+		if (r->wait_tail)
+			r->wait_tail->rnext = vio;
+		else
+			r->wait_head = vio;
+		r->wait_tail = vio;
+		return 1;
+	}
+	return 0;
+}
+
+static void active_remove(struct repl *r, struct vol_io *vio)
+{
+	for (struct vol_io **pp = &r->active_writes; *pp; pp = &(*pp)->rnext) {
+		if (*pp == vio) {
+			*pp = vio->rnext;
+			vio->rnext = NULL;
+			return;
+		}
+	}
+}
+
+void repl_local_done(struct repl *r, struct vol_io *vio)
+{
+	if (vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO) {
+		active_remove(r, vio);
+		if (r->resync_running)
+			resync_pump(r);
+	}
+}
+
+/* Requests held back behind a resync read may go now if nothing overlaps any more. */
+static void deferred_pump(struct repl *r)
+{
+	struct vol_io *list = r->deferred, *keep = NULL;
+	r->deferred = NULL;
+	while (list) {
+		struct vol_io *vio = list;
+		list = vio->rnext;
+		if (resync_overlaps(r, vio->off, vio->len)) {
+			vio->rnext = keep;
+			keep = vio;
+			continue;
+		}
+		if (repl_submit(r, vio) == 0)
+			volume_resume(vio);
+	}
+	while (keep) {
+		struct vol_io *vio = keep;
+		keep = vio->rnext;
+		vio->rnext = r->deferred;
+		r->deferred = vio;
+	}
+}
+
+static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
+{
+	struct pend *p = pend_of(r, id);
+	if (!p) {
+		repl_log(r, LOG_LVL_WARN, "The peer acknowledged unknown request %llu (%s); ignoring it.",
+			 (unsigned long long)id, wire_type_name(type));
+		return;
+	}
+	if (type == WIRE_RECV_ACK) {
+		if (r->mode == MODE_MEMSYNC && p->vio) {
+			struct vol_io *vio = p->vio;
+			p->vio = NULL;
+			volume_peer_done(vio);
+		}
+		return;
+	}
+	if (status != 0) {
+		/* The peer could not write it: the bitmap keeps the block for a later resync. */
+		repl_log(r, LOG_LVL_WARN, "The peer failed to write %u bytes at %llu (error %u); "
+			 "marking them out of sync.", p->len, (unsigned long long)p->off, status);
+		bitmap_set_range(r->bm, p->off, p->len);
+	}
+	double lat = ev_now(r->p.loop) - p->sent_at;
+	r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
+	p->write_acked = true;
+	struct vol_io *vio = p->vio;
+	p->vio = NULL;
+	pend_release(r, p);
+	if (vio)
+		volume_peer_done(vio);
+	if (r->ahead && r->async_bytes == 0) {
+		r->ahead = false;
+		repl_log(r, LOG_LVL_NOTICE, "The peer caught up; resyncing the %llu blocks written "
+			 "meanwhile.", (unsigned long long)bitmap_count(r->bm));
+		resync_begin(r, GEN_SYNC_SOURCE, false, false);
+	}
+	wait_queue_pump(r);
+}
+
+/* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete. */
+static void pend_fail_all(struct repl *r)
+{
+	for (unsigned i = 0; i < PEND_SLOTS; i++) {
+		struct pend *p = &r->pend[i];
+		if (!p->used)
+			continue;
+		if (p->type != WIRE_BARRIER && !p->write_acked)
+			bitmap_set_range(r->bm, p->off, p->len);
+		struct vol_io *vio = p->vio;
+		p->vio = NULL;
+		pend_release(r, p);
+		if (vio)
+			volume_peer_done(vio);
+	}
+	r->ahead = false;
+	r->async_bytes = 0;
+}
+
+/* ---- secondary apply side ---------------------------------------------------------------- */
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static bool apply_blocked(const struct repl *r, const struct apply *a, const struct apply *stop)
+{
+	for (const struct apply *x = r->applies; x; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	for (const struct apply *x = r->apply_wait; x && x != stop; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	return false;
+}
+
+static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
+{
+	uint8_t b[WIRE_ACK_SIZE];
+	if (!r->meta_s)
+		return;
+	wire_put_id(b, id);
+	b[8] = (uint8_t)(status >> 24);
+	b[9] = (uint8_t)(status >> 16);
+	b[10] = (uint8_t)(status >> 8);
+	b[11] = (uint8_t)status;
+	tstream_send_small(r->meta_s, type, 0, b,
+			   type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE
+									 : WIRE_ID_SIZE);
+}
+
+static void barriers_progress(struct repl *r);
+static void apply_start(struct repl *r, struct apply *a);
+
+static void apply_free(struct repl *r, struct apply *a)
+{
+	r->apply_count--;
+	r->apply_bytes -= a->frame_len;
+	buf_put(a->frame, a->frame_len);
+	free(a);
+	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
+	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
+		r->data_paused = false;
+		tstream_pause(r->data, false);
+	}
+}
+
+static void apply_done(struct io_req *req)
+{
+	struct apply *a = req->data;
+	struct repl *r = a->r;
+	int err = req->res < 0 ? (int)-req->res : 0;
+
+	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->type != WIRE_DATA) {
+		/* TRIM/ZERO with FUA: make it durable before the ack. */
+		a->stage = 1;
+		memset(&a->io, 0, sizeof(a->io));
+		a->io.op = IO_OP_FDATASYNC;
+		a->io.fd = volume_fd(r->p.vol);
+		a->io.done = apply_done;
+		a->io.data = a;
+		io_submit(r->p.io, &a->io);
+		return;
+	}
+	if (err == EOPNOTSUPP && a->type == WIRE_TRIM)
+		err = 0; /* TRIM is advisory */
+	for (struct apply **pp = &r->applies; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	}
+	if (err)
+		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
+			 wire_type_name(a->type), a->len, (unsigned long long)a->off,
+			 strerror(err));
+	if (a->resync) {
+		if (!err)
+			bitmap_clear_range(r->bm, a->off, a->len);
+		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
+		r->rs_done_bytes += a->len;
+	} else {
+		send_ack(r, WIRE_WRITE_ACK, a->id, (uint32_t)err);
+	}
+	for (unsigned i = 0; i < r->nbarriers; i++)
+		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
+			r->barriers[i].pending--;
+	apply_free(r, a);
+	/* Start waiters that no longer overlap anything, in arrival order. */
+	struct apply **pp = &r->apply_wait;
+	while (*pp) {
+		struct apply *w = *pp;
+		if (!apply_blocked(r, w, w)) {
+			*pp = w->next;
+			apply_start(r, w);
+			continue;
+		}
+		pp = &w->next;
+	}
+	barriers_progress(r);
+}
+
+static void apply_start(struct repl *r, struct apply *a)
+{
+	a->next = r->applies;
+	r->applies = a;
+	a->active = true;
+	memset(&a->io, 0, sizeof(a->io));
+	a->io.fd = volume_fd(r->p.vol);
+	a->io.off = a->off;
+	a->io.len = a->len;
+	a->io.done = apply_done;
+	a->io.data = a;
+	switch (a->type) {
+	case WIRE_DATA:
+	case WIRE_RS_DATA:
+		if (a->type == WIRE_RS_DATA && (a->flags & WIRE_F_HOLE)) {
+			a->io.op = IO_OP_PUNCH;
+			break;
+		}
+		a->io.op = IO_OP_WRITE;
+		a->io.buf = a->frame + WIRE_IO_SIZE;
+		a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
+		break;
+	case WIRE_TRIM:
+		a->io.op = IO_OP_PUNCH;
+		break;
+	default:
+		a->io.op = (a->flags & WIRE_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH;
+		break;
+	}
+	io_submit(r->p.io, &a->io);
+}
+
+/* DATA, TRIM, ZERO or RS_DATA from the peer. */
+static void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
+{
+	char why[200];
+	struct wire_io io;
+	if (r->role == ROLE_PRIMARY) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent writes to a primary");
+		return;
+	}
+	if (wire_io_decode(h, payload, volume_size(r->p.vol), 512, &io, why, sizeof(why)) < 0) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, why);
+		return;
+	}
+	struct apply *a = calloc(1, sizeof(*a));
+	if (!a) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "out of memory for an incoming write");
+		return;
+	}
+	a->r = r;
+	a->type = h->type;
+	a->flags = h->flags;
+	a->id = io.id;
+	a->off = io.off;
+	a->len = io.len;
+	a->frame = payload;
+	a->frame_len = h->len;
+	a->epoch = r->epoch;
+	a->resync = h->type == WIRE_RS_DATA;
+	r->apply_count++;
+	r->apply_bytes += h->len;
+	if (h->flags & WIRE_F_RECV_ACK)
+		send_ack(r, WIRE_RECV_ACK, io.id, 0);
+	if (apply_blocked(r, a, NULL)) {
+		struct apply **pp = &r->apply_wait;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = a;
+	} else {
+		apply_start(r, a);
+	}
+	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
+		r->data_paused = true;
+		tstream_pause(r->data, true);
+	}
+}
+
+static void barrier_flushed(struct io_req *req)
+{
+	struct repl *r = req->data;
+	struct barrier_wait *b = &r->barriers[0];
+	int64_t res = req->res;
+	free(req);
+	if (res < 0)
+		repl_log(r, LOG_LVL_ERR, "Flushing for barrier %llu failed: %s.",
+			 (unsigned long long)b->id, strerror((int)-res));
+	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
+	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
+	r->nbarriers--;
+	barriers_progress(r);
+}
+
+/* The oldest barrier whose writes are all done gets its flush, then its ack. */
+static void barriers_progress(struct repl *r)
+{
+	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
+		return;
+	struct io_req *req = calloc(1, sizeof(*req));
+	if (!req)
+		return;
+	r->barriers[0].flushing = true;
+	req->op = IO_OP_FDATASYNC;
+	req->fd = volume_fd(r->p.vol);
+	req->done = barrier_flushed;
+	req->data = r;
+	io_submit(r->p.io, req);
+}
+
+static void barrier_frame(struct repl *r, uint64_t id)
+{
+	if (r->nbarriers == BARRIERS_MAX) {
+		repl_drop_connection(r, "the peer sent more unanswered barriers than allowed");
+		return;
+	}
+	struct barrier_wait *b = &r->barriers[r->nbarriers++];
+	b->id = id;
+	b->epoch = r->epoch++;
+	b->pending = r->apply_count;
+	b->flushing = false;
+	barriers_progress(r);
+}
+
+/* Forget writes that were waiting to be applied: the primary tracks them in its bitmap. */
+static void apply_drop_waiting(struct repl *r)
+{
+	while (r->apply_wait) {
+		struct apply *a = r->apply_wait;
+		r->apply_wait = a->next;
+		apply_free(r, a);
+	}
+	r->nbarriers = 0;
+}
+
+/* ---- connection ------------------------------------------------------------------------- */
+
+static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload);
+static void stream_error(void *ctx, struct tstream *s, const char *why);
+static const struct tstream_ops stream_ops = { stream_frame, stream_error };
+
+static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
+{
+	struct gen_ids g = repl_gen_local(r);
+	memset(h, 0, sizeof(*h));
+	h->version = WIRE_VERSION;
+	h->stream = stream;
+	h->role = (uint8_t)r->role;
+	h->disk = (uint8_t)r->disk;
+	h->mode = (uint8_t)r->mode;
+	snprintf(h->node, sizeof(h->node), "%s", r->p.self->name);
+	snprintf(h->volume, sizeof(h->volume), "%s", r->name);
+	memcpy(h->uuid, r->sb.volume_uuid, 16);
+	h->size = r->sb.size;
+	h->block_size = r->sb.bitmap_block_size;
+	h->gen_flags = g.flags;
+	if ((r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT)
+		h->gen_flags |= 1u << 16; /* a resync as target can resume from my bitmap */
+	h->gen[0] = g.current;
+	h->gen[1] = g.bitmap;
+	h->gen[2] = g.history[0];
+	h->gen[3] = g.history[1];
+	h->bits_set = bitmap_count(r->bm);
+}
+
+static void heap_sent(struct outq_item *it, int err)
+{
+	(void)err;
+	free((void *)it->data);
+	free(it);
+}
+
+static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
+{
+	struct wire_hello h;
+	struct outq_item *it = calloc(1, sizeof(*it));
+	uint8_t *buf = malloc(WIRE_HELLO_SIZE);
+	if (!it || !buf) {
+		free(it);
+		free(buf);
+		return;
+	}
+	hello_fill(r, &h, stream);
+	wire_hello_encode(buf, &h);
+	wire_hdr_encode(it->hdr, WIRE_HELLO, 0, WIRE_HELLO_SIZE);
+	it->hdr_len = WIRE_HDR_SIZE;
+	it->data = buf;
+	it->data_len = WIRE_HELLO_SIZE;
+	it->sent = heap_sent;
+	tstream_send(s, it);
+	r->hello_sent[stream - 1] = true;
+}
+
+static bool all_streams_ready(const struct repl *r)
+{
+	return r->data && r->meta_s && r->hello_sent[0] && r->hello_sent[1] && r->hello_rcvd[0] &&
+	       r->hello_rcvd[1];
+}
+
+static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Repeated refusals (the peer retries every connect-interval) are logged once. */
+	if (strcmp(msg, r->last_refusal) != 0) {
+		repl_log(r, LOG_LVL_ERR, "Refusing the connection with %s: %s", r->p.peer->name,
+			 msg);
+		snprintf(r->last_refusal, sizeof(r->last_refusal), "%s", msg);
+	}
+	if (standalone)
+		r->want_connect = false;
+	/* Our HELLOs may still be queued: the peer needs them to reach the same verdict. */
+	tstream_try_flush(r->data);
+	tstream_try_flush(r->meta_s);
+	repl_drop_connection(r, NULL);
+}
+
+static void handshake_complete(struct repl *r)
+{
+	const struct wire_hello *h = &r->peer_hello;
+	struct gen_ids local = repl_gen_local(r), peer = { .current = h->gen[0],
+							   .bitmap = h->gen[1],
+							   .history = { h->gen[2], h->gen[3] },
+							   .flags = h->gen_flags & 0xffff };
+	int rule = 0;
+	char lg[128], pg[128];
+	enum gen_decision d = gen_decide(&local, &peer, &rule);
+	bool peer_resumable = (h->gen_flags >> 16) & 1;
+	bool self_resumable = (r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT;
+
+	r->peer_role = h->role;
+	r->peer_disk = h->disk;
+	gen_format(&local, lg, sizeof(lg));
+	gen_format(&peer, pg, sizeof(pg));
+	if (r->role == ROLE_PRIMARY && r->peer_role == ROLE_PRIMARY) {
+		r->split_brain = true;
+		repl_write_sb(r);
+		refuse(r, true, "split brain: both nodes are primary (local %s, peer %s). Demote one "
+				"and run 'hakctl resolve %s --discard-local' on it.",
+		       lg, pg, r->name);
+		return;
+	}
+	switch (d) {
+	case GEN_SPLIT_BRAIN:
+		r->split_brain = true;
+		repl_write_sb(r);
+		refuse(r, true, "split brain detected (rule %s; local %s, peer %s). Choose the node "
+				"whose changes to drop and run 'hakctl resolve %s --discard-local' "
+				"there, then 'hakctl connect %s' on the other.",
+		       gen_rule_name(rule), lg, pg, r->name, r->name);
+		return;
+	case GEN_INCONSISTENT_SOURCE:
+		refuse(r, false, "the node that would have to be the resync source holds no "
+				 "consistent copy (rule %s; local %s, peer %s); promote the right node "
+				 "with --force to make its data the reference.",
+		       gen_rule_name(rule), lg, pg);
+		return;
+	case GEN_UNRELATED:
+		refuse(r, true, "the data is unrelated (local %s, peer %s); recreate the metadata of "
+				"one side with 'hakctl create-md'.",
+		       lg, pg);
+		return;
+	case GEN_SYNC_TARGET:
+	case GEN_FULL_TARGET:
+		if (r->role == ROLE_PRIMARY) {
+			refuse(r, false, "the peer has newer data (%s by rule %s) but this node is "
+					 "primary; demote it to let the resync run.",
+			       gen_decision_name(d), gen_rule_name(rule));
+			return;
+		}
+		break;
+	case GEN_SYNC_SOURCE:
+	case GEN_FULL_SOURCE:
+		if (r->peer_role == ROLE_PRIMARY) {
+			refuse(r, false, "this node has newer data (%s by rule %s) but the peer is "
+					 "primary; demote the peer.",
+			       gen_decision_name(d), gen_rule_name(rule));
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	r->connected = true;
+	r->last_refusal[0] = '\0';
+	r->split_brain = false;
+	repl_log(r, LOG_LVL_NOTICE,
+		 "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
+		 r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
+		 gen_decision_name(d), gen_rule_name(rule));
+	if (d == GEN_NO_SYNC) {
+		r->link = LINK_CONNECTED;
+		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
+			/* The last resync ended on the target but this side never recorded it. */
+			gen_resync_done_source(&local);
+			gen_store(r, &local);
+			repl_write_sb(r);
+		}
+		if (local.current && local.current == peer.current && r->disk == DISK_OUTDATED &&
+		    r->peer_disk == DISK_UPTODATE) {
+			r->disk = DISK_UPTODATE;
+			repl_write_sb(r);
+		}
+		return;
+	}
+	resync_begin(r, d, peer_resumable, self_resumable);
+}
+
+
+/* Frames that arrived before our side finished the handshake, in stream order. */
+static void early_deliver(struct repl *r)
+{
+	for (int k = 0; k < 2; k++) {
+		struct tstream *s = r->early[k].s;
+		if (!s)
+			continue;
+		struct wire_hdr h = r->early[k].h;
+		uint8_t *p = r->early[k].payload;
+		r->early[k].s = NULL;
+		r->early[k].payload = NULL;
+		if (!r->connected || (s != r->data && s != r->meta_s)) {
+			buf_put(p, h.len);
+			continue;
+		}
+		stream_frame(r, s, &h, p);
+		if (s == r->data || s == r->meta_s)
+			tstream_pause(s, false);
+	}
+}
+
+static int hello_check(struct repl *r, const struct wire_hello *h, char *why, size_t len)
+{
+	if (strcmp(h->node, r->p.peer->name) != 0)
+		snprintf(why, len, "it says it is node '%s', but the peer of this node is '%s'",
+			 h->node, r->p.peer->name);
+	else if (strcmp(h->volume, r->name) != 0)
+		snprintf(why, len, "it offers volume '%s' where '%s' was expected", h->volume,
+			 r->name);
+	else if (memcmp(h->uuid, r->sb.volume_uuid, 16) != 0)
+		snprintf(why, len, "the volume UUIDs differ: the metadata was created for another "
+				   "volume (recreate it with hakctl create-md)");
+	else if (h->size != r->sb.size)
+		snprintf(why, len, "the volume sizes differ (local=%llu, remote=%llu bytes)",
+			 (unsigned long long)r->sb.size, (unsigned long long)h->size);
+	else if (h->block_size != r->sb.bitmap_block_size)
+		snprintf(why, len, "the bitmap block sizes differ (local=%u, remote=%u)",
+			 r->sb.bitmap_block_size, h->block_size);
+	else if (h->mode != r->mode)
+		snprintf(why, len, "the replication modes differ (local=%s, remote=%s)",
+			 mode_names[r->mode], h->mode <= 2 ? mode_names[h->mode] : "?");
+	else
+		return 0;
+	return -1;
+}
+
+static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr *h,
+			uint8_t *payload)
+{
+	struct wire_hello hello;
+	char why[256];
+	int rc = wire_hello_decode(payload, h->len, &hello, why, sizeof(why));
+	buf_put(payload, h->len);
+	if (rc < 0 || hello_check(r, &hello, why, sizeof(why)) < 0) {
+		if (s != r->data && s != r->meta_s) {
+			for (int i = 0; i < 4; i++)
+				if (r->pending_accept[i] == s)
+					r->pending_accept[i] = NULL;
+			tstream_close(s);
+			refuse(r, false, "%s.", why);
+			return;
+		}
+		refuse(r, false, "%s.", why);
+		return;
+	}
+	int idx = hello.stream - 1;
+	if (s != r->data && s != r->meta_s) {
+		/* An accepted stream names itself; a new connection replaces a stale one. */
+		for (int i = 0; i < 4; i++)
+			if (r->pending_accept[i] == s)
+				r->pending_accept[i] = NULL;
+		if (r->connected || (idx == 0 ? r->data : r->meta_s)) {
+			repl_drop_connection(r, "the peer reconnected");
+		}
+		if (idx == 0)
+			r->data = s;
+		else
+			r->meta_s = s;
+		send_hello(r, s, hello.stream);
+	} else if ((s == r->data) != (idx == 0)) {
+		refuse(r, false, "the peer sent a %s HELLO on the %s stream.",
+		       idx == 0 ? "data" : "meta", s == r->data ? "data" : "meta");
+		return;
+	}
+	r->hello_rcvd[idx] = true;
+	r->peer_hello = hello;
+	if (all_streams_ready(r)) {
+		handshake_complete(r);
+		early_deliver(r);
+	}
+}
+
+static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload)
+{
+	struct repl *r = ctx;
+	if (h->type == WIRE_HELLO) {
+		hello_frame(r, s, h, payload);
+		return;
+	}
+	if (!r->connected && (s == r->data || s == r->meta_s) && r->hello_sent[s == r->data ? 0 : 1] &&
+	    r->hello_rcvd[s == r->data ? 0 : 1]) {
+		int k = s == r->data ? 0 : 1;
+		if (!r->early[k].s) {
+			r->early[k].s = s;
+			r->early[k].h = *h;
+			r->early[k].payload = payload;
+			tstream_pause(s, true);
+			return;
+		}
+	}
+	if (!r->connected || (s != r->data && s != r->meta_s)) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent a frame before the handshake finished");
+		return;
+	}
+	switch (h->type) {
+	case WIRE_DATA:
+	case WIRE_TRIM:
+	case WIRE_ZERO:
+	case WIRE_RS_DATA:
+		apply_frame(r, h, payload);
+		return;
+	case WIRE_BARRIER:
+		barrier_frame(r, wire_get_id(payload));
+		break;
+	case WIRE_RECV_ACK:
+	case WIRE_BARRIER_ACK:
+		ack_received(r, h->type == WIRE_BARRIER_ACK ? WIRE_WRITE_ACK : WIRE_RECV_ACK,
+			     wire_get_id(payload), 0);
+		break;
+	case WIRE_WRITE_ACK:
+		ack_received(r, h->type, wire_get_id(payload), nbd_be32(payload + 8));
+		break;
+	case WIRE_RS_ACK:
+		resync_rs_ack(r, wire_get_id(payload), nbd_be32(payload + 8));
+		break;
+	case WIRE_PING:
+		tstream_send_small(r->meta_s, WIRE_PONG, 0, payload, WIRE_ID_SIZE);
+		break;
+	case WIRE_PONG:
+		r->ping_rtt = ev_now(r->p.loop) - r->ping_sent;
+		break;
+	case WIRE_STATE:
+		if (payload[0] > ROLE_PRIMARY || payload[1] > DISK_FAILED) {
+			buf_put(payload, h->len);
+			repl_drop_connection(r, "the peer sent an out-of-range state");
+			return;
+		}
+		r->peer_role = payload[0];
+		r->peer_disk = payload[1];
+		repl_log(r, LOG_LVL_INFO, "The peer is now %s, %s.", role_names[r->peer_role],
+			 disk_names[r->peer_disk]);
+		break;
+	case WIRE_BITMAP:
+	case WIRE_BITMAP_DONE:
+	case WIRE_RS_DONE:
+		resync_frame(r, h, payload);
+		return;
+	default:
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent a frame type this version does not handle");
+		return;
+	}
+	buf_put(payload, h->len);
+}
+
+static void stream_error(void *ctx, struct tstream *s, const char *why)
+{
+	struct repl *r = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (r->pending_accept[i] == s) {
+			r->pending_accept[i] = NULL;
+			tstream_close(s);
+			return;
+		}
+	}
+	repl_drop_connection(r, why);
+}
+
+void repl_drop_connection(struct repl *r, const char *why)
+{
+	bool was = r->connected;
+	for (int i = 0; i < 2; i++) {
+		if (r->connecting_fd[i] >= 0) {
+			ev_io_stop(r->p.loop, &r->connecting_io[i]);
+			close(r->connecting_fd[i]);
+			r->connecting_fd[i] = -1;
+		}
+	}
+	if (!r->data && !r->meta_s && !was)
+		return;
+	if (why && (was || log_get_level() >= LOG_LVL_DEBUG))
+		repl_log(r, was ? LOG_LVL_WARN : LOG_LVL_DEBUG, "Lost the connection to %s: %s.",
+			 r->p.peer->name, why);
+	for (int k = 0; k < 2; k++) {
+		if (r->early[k].s) {
+			buf_put(r->early[k].payload, r->early[k].h.len);
+			r->early[k].s = NULL;
+			r->early[k].payload = NULL;
+		}
+	}
+	tstream_close(r->data);
+	tstream_close(r->meta_s);
+	r->data = r->meta_s = NULL;
+	r->connected = false;
+	memset(r->hello_sent, 0, sizeof(r->hello_sent));
+	memset(r->hello_rcvd, 0, sizeof(r->hello_rcvd));
+	r->data_paused = false;
+	resync_stop(r);
+	if (r->role == ROLE_PRIMARY) {
+		pend_fail_all(r);
+		wait_queue_pump(r);
+		if (was) {
+			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs). */
+			struct gen_ids g = repl_gen_local(r);
+			gen_new_current(&g, fresh_gen());
+			gen_store(r, &g);
+			meta_flush_bitmap(r->meta, r->bm);
+			repl_write_sb(r);
+		}
+	} else {
+		apply_drop_waiting(r);
+	}
+	deferred_pump(r);
+	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
+}
+
+void repl_deferred_pump(struct repl *r)
+{
+	deferred_pump(r);
+}
+
+static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct repl *r = w->data;
+	int idx = w == &r->connecting_io[0] ? 0 : 1;
+	int fd = r->connecting_fd[idx], err = 0;
+	socklen_t len = sizeof(err);
+	(void)revents;
+	ev_io_stop(loop, w);
+	r->connecting_fd[idx] = -1;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	struct tstream *s = NULL;
+	if (err || tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
+		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s failed: %s.", r->p.peer->name,
+			 r->p.peer->address, strerror(err ? err : errno));
+		close(fd);
+		repl_drop_connection(r, NULL);
+		return;
+	}
+	if (idx == 0)
+		r->data = s;
+	else
+		r->meta_s = s;
+	send_hello(r, s, (uint8_t)(idx + 1));
+}
+
+static void start_connect(struct repl *r)
+{
+	for (int i = 0; i < 2; i++) {
+		int fd = tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset,
+					  r->p.self->host);
+		if (fd < 0) {
+			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s: %s.", r->p.peer->address,
+				 strerror(errno));
+			repl_drop_connection(r, NULL);
+			return;
+		}
+		r->connecting_fd[i] = fd;
+		ev_io_init(&r->connecting_io[i], connect_done_cb, fd, EV_WRITE);
+		r->connecting_io[i].data = r;
+		ev_io_start(r->p.loop, &r->connecting_io[i]);
+	}
+}
+
+static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)loop;
+	(void)revents;
+	if (!r->want_connect || r->connected)
+		return;
+	if (r->data || r->meta_s || r->connecting_fd[0] >= 0 || r->connecting_fd[1] >= 0) {
+		/* A handshake that does not finish within a few intervals is abandoned. */
+		repl_drop_connection(r, "the handshake did not finish");
+		return;
+	}
+	if (r->initiator)
+		start_connect(r);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)revents;
+	int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!r->want_connect) {
+		close(fd);
+		return;
+	}
+	tcp_tune(fd);
+	int slot = 0;
+	for (int i = 0; i < 4; i++)
+		if (!r->pending_accept[i]) {
+			slot = i;
+			break;
+		}
+	if (r->pending_accept[slot])
+		tstream_close(r->pending_accept[slot]);
+	r->pending_accept[slot] = NULL;
+	struct tstream *s;
+	if (tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
+		close(fd);
+		return;
+	}
+	r->pending_accept[slot] = s;
+}
+
+static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	uint8_t id[8] = { 0 };
+	(void)revents;
+	if (!r->connected || !r->meta_s)
+		return;
+	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
+		char why[96];
+		snprintf(why, sizeof(why), "no answer from the peer for %.1f s",
+			 tstream_idle(r->meta_s));
+		repl_drop_connection(r, why);
+		return;
+	}
+	r->ping_sent = ev_now(loop);
+	tstream_send_small(r->meta_s, WIRE_PING, 0, id, sizeof(id));
+}
+
+static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)revents;
+	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and set bits
+	 * lost in a crash are covered by the crashed-primary full resync (DESIGN.md). */
+	if (bitmap_dirty_pages(r->bm) && meta_flush_bitmap(r->meta, r->bm) < 0)
+		repl_log(r, LOG_LVL_ERR, "Persisting the bitmap failed: %s.", strerror(errno));
+	double now = ev_now(loop);
+	if (r->rs_rate_t > 0 && now > r->rs_rate_t) {
+		double rate = (double)(r->rs_done_bytes - r->rs_rate_bytes) / (now - r->rs_rate_t);
+		r->rs_rate = r->rs_rate ? r->rs_rate * 0.5 + rate * 0.5 : rate;
+	}
+	r->rs_rate_t = now;
+	r->rs_rate_bytes = r->rs_done_bytes;
+}
+
+/* ---- commands ---------------------------------------------------------------------------- */
+
+static void send_state(struct repl *r)
+{
+	uint8_t b[WIRE_STATE_SIZE] = { (uint8_t)r->role, (uint8_t)r->disk, 0, 0 };
+	if (r->connected && r->meta_s)
+		tstream_send_small(r->meta_s, WIRE_STATE, 0, b, sizeof(b));
+}
+
+static void set_role(struct repl *r, enum repl_role role)
+{
+	r->role = role;
+	if (r->p.role_changed)
+		r->p.role_changed(r->p.ctx, role);
+}
+
+int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
+{
+	if (r->role == ROLE_PRIMARY)
+		return 0;
+	if (r->connected && r->peer_role == ROLE_PRIMARY) {
+		snprintf(err, errlen, "Volume %s cannot be promoted: the peer %s is primary; demote it "
+				      "first.", r->name, r->p.peer->name);
+		return -1;
+	}
+	if (r->link == LINK_SYNC_TARGET) {
+		snprintf(err, errlen, "Volume %s cannot be promoted while it is the target of a "
+				      "resync (%llu bytes still out of sync).", r->name,
+			 (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
+		return -1;
+	}
+	if (r->disk != DISK_UPTODATE && !force) {
+		snprintf(err, errlen, "Volume %s cannot be promoted: its disk is %s, and only an "
+				      "UpToDate disk may serve (use --force to promote it anyway and "
+				      "make its data the reference).", r->name, disk_names[r->disk]);
+		return -1;
+	}
+	struct gen_ids g = repl_gen_local(r);
+	bool new_gen = !r->connected || g.current == 0 || r->disk != DISK_UPTODATE;
+	if (new_gen) {
+		/* Writes from here on are a generation the peer does not have. */
+		gen_new_current(&g, fresh_gen());
+		gen_store(r, &g);
+	}
+	if (force && r->disk != DISK_UPTODATE)
+		repl_log(r, LOG_LVL_WARN, "Forced promotion of a %s disk: its data is now the "
+			 "reference copy.", disk_names[r->disk]);
+	r->disk = DISK_UPTODATE;
+	r->sb.flags &= ~META_F_RESYNC_TARGET;
+	set_role(r, ROLE_PRIMARY);
+	if (repl_write_sb(r) < 0) {
+		set_role(r, ROLE_SECONDARY);
+		snprintf(err, errlen, "Volume %s was not promoted: writing its metadata failed (%s).",
+			 r->name, strerror(errno));
+		return -1;
+	}
+	repl_log(r, LOG_LVL_NOTICE, "Promoted to primary (%s).",
+		 r->connected ? "peer connected" : "peer not connected");
+	if (r->connected && new_gen) {
+		/* The peer must learn the new generation: a fresh handshake decides the resync. */
+		repl_drop_connection(r, "the generation changed with the forced promotion; "
+					"reconnecting to resync the peer");
+		return 0;
+	}
+	send_state(r);
+	return 0;
+}
+
+int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen)
+{
+	if (r->role == ROLE_SECONDARY)
+		return 0;
+	if (clients_connected) {
+		snprintf(err, errlen, "Volume %s cannot be demoted while NBD clients are connected; "
+				      "unmount and detach it first.", r->name);
+		return -1;
+	}
+	set_role(r, ROLE_SECONDARY);
+	meta_flush_bitmap(r->meta, r->bm);
+	repl_write_sb(r);
+	repl_log(r, LOG_LVL_NOTICE, "Demoted to secondary.");
+	send_state(r);
+	return 0;
+}
+
+int repl_connect(struct repl *r, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (r->split_brain)
+		repl_log(r, LOG_LVL_NOTICE, "Connecting again although split brain was detected: "
+			 "the generation IDs will decide anew.");
+	r->split_brain = false;
+	r->want_connect = true;
+	r->last_refusal[0] = '\0';
+	if (r->link == LINK_STANDALONE)
+		r->link = LINK_CONNECTING;
+	if (r->initiator && !r->connected && !r->data)
+		start_connect(r);
+	return 0;
+}
+
+int repl_disconnect(struct repl *r, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	r->want_connect = false;
+	repl_drop_connection(r, "the operator disconnected");
+	for (int i = 0; i < 4; i++) {
+		tstream_close(r->pending_accept[i]);
+		r->pending_accept[i] = NULL;
+	}
+	r->link = LINK_STANDALONE;
+	return 0;
+}
+
+int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
+{
+	if (r->role == ROLE_PRIMARY) {
+		snprintf(err, errlen, "Volume %s is primary: demote it before discarding its data.",
+			 r->name);
+		return -1;
+	}
+	if (r->connected) {
+		snprintf(err, errlen, "Volume %s is connected to its peer: there is nothing to "
+				      "resolve.", r->name);
+		return -1;
+	}
+	struct gen_ids g = repl_gen_local(r);
+	gen_discard_local(&g);
+	gen_store(r, &g);
+	r->crashed_primary = false;
+	r->split_brain = false;
+	r->disk = DISK_OUTDATED;
+	repl_write_sb(r);
+	repl_log(r, LOG_LVL_NOTICE, "Local changes will be discarded: this node becomes the target "
+		 "of a full resync from %s.", r->p.peer->name);
+	return repl_connect(r, err, errlen);
+}
+
+json_t *repl_status_json(const struct repl *r)
+{
+	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
+	json_t *o = json_pack(
+		"{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:b, s:s?, s:b, s:I, s:I}",
+		"role", role_names[r->role], "disk", disk_names[r->disk], "link",
+		link_names[r->link], "mode", mode_names[r->mode], "peer", r->p.peer->name,
+		"peer_role", r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
+		r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes",
+		(json_int_t)oos, "in_flight_writes", (int)r->pend_count, "ack_latency_ms",
+		r->ack_latency * 1000.0, "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain",
+		r->split_brain, "last_refusal", r->last_refusal[0] ? r->last_refusal : NULL,
+		"crashed_primary", r->crashed_primary, "bytes_resynced",
+		(json_int_t)r->bytes_resynced_total, "resyncs_completed",
+		(json_int_t)r->resyncs_completed);
+	json_t *rs = resync_status_json(r);
+	if (o && rs)
+		json_object_set_new(o, "resync", rs);
+	return o;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+static void disk_from_flags(struct repl *r)
+{
+	if (r->sb.gen_current == 0 || (r->sb.flags & META_F_RESYNC_TARGET))
+		r->disk = DISK_INCONSISTENT;
+	else if (r->sb.flags & META_F_UPTODATE)
+		r->disk = DISK_UPTODATE;
+	else if (r->sb.flags & META_F_CONSISTENT)
+		r->disk = DISK_OUTDATED;
+	else
+		r->disk = DISK_INCONSISTENT;
+}
+
+static int repl_open_meta(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	const char *path = vc->meta_internal ? vc->backing : vc->meta_path;
+	uint64_t backing = volume_size(r->p.vol);
+	char merr[META_ERR_LEN] = "";
+	if (meta_open(path, vc->meta_internal, vc->meta_internal ? backing : backing, &r->meta,
+		      merr, sizeof(merr)) < 0) {
+		snprintf(err, errlen, "Volume %s has no usable metadata at %s: %s Create it with "
+				      "'hakctl create-md %s'.", vc->name, path, merr, vc->name);
+		return -1;
+	}
+	if (merr[0])
+		repl_log(r, LOG_LVL_WARN, "%s", merr);
+	r->sb = *meta_sb(r->meta);
+	if (vc->meta_internal)
+		volume_set_size(r->p.vol, r->sb.size);
+	r->bm = bitmap_create(r->sb.size, r->sb.bitmap_block_size);
+	if (!r->bm || meta_load_bitmap(r->meta, r->bm) < 0) {
+		snprintf(err, errlen, "Volume %s: loading the bitmap from %s failed: %s.", vc->name,
+			 path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
+{
+	struct repl *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "Out of memory.");
+		return -1;
+	}
+	r->p = *p;
+	r->name = p->vcfg->name;
+	r->mode = (enum repl_mode)p->vcfg->mode;
+	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
+	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
+	r->next_id = 1;
+	if (repl_open_meta(r, err, errlen) < 0)
+		goto fail;
+	r->crashed_primary = (r->sb.flags & META_F_PRIMARY) != 0;
+	r->split_brain = (r->sb.flags & META_F_SPLIT_BRAIN) != 0;
+	disk_from_flags(r);
+	if (r->crashed_primary)
+		repl_log(r, LOG_LVL_WARN, "The metadata says this node went down as primary: it may "
+			 "hold writes the peer never got, so the next connection resyncs fully.");
+	r->role = ROLE_SECONDARY;
+	r->sb.flags &= ~META_F_CLEAN;
+	r->sb.flags |= r->crashed_primary ? META_F_PRIMARY : 0;
+	/* Keep the crashed-primary mark on disk until a resync settles it. */
+	if (meta_write_sb(r->meta, &r->sb) < 0) {
+		snprintf(err, errlen, "Volume %s: writing the metadata failed: %s.", r->name,
+			 strerror(errno));
+		goto fail;
+	}
+	if (!r->initiator) {
+		r->lfd = tcp_listen_addr(p->self->address, p->vcfg->port_offset);
+		if (r->lfd < 0) {
+			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
+				 p->self->address, p->vcfg->port_offset, strerror(errno));
+			goto fail;
+		}
+		ev_io_init(&r->lio, accept_cb, r->lfd, EV_READ);
+		r->lio.data = r;
+		ev_io_start(p->loop, &r->lio);
+	}
+	ev_timer_init(&r->conn_timer, conn_timer_cb, 0.05, p->vcfg->connect_interval);
+	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
+		      p->vcfg->ping_interval);
+	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
+	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
+	ev_timer_start(p->loop, &r->conn_timer);
+	ev_timer_start(p->loop, &r->ping_timer);
+	ev_timer_start(p->loop, &r->flush_timer);
+	r->want_connect = !r->split_brain;
+	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
+	repl_log(r, LOG_LVL_INFO, "Replicating to %s (%s) in %s mode; disk %s, %llu bytes out of "
+		 "sync; %s.", p->peer->name, p->peer->address, mode_names[r->mode],
+		 disk_names[r->disk],
+		 (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
+		 r->initiator ? "this node connects" : "this node accepts");
+	*out = r;
+	return 0;
+fail:
+	if (r->bm)
+		bitmap_free(r->bm);
+	if (r->meta)
+		meta_close(r->meta);
+	if (r->lfd >= 0)
+		close(r->lfd);
+	free(r);
+	return -1;
+}
+
+void repl_shutdown(struct repl *r)
+{
+	if (!r)
+		return;
+	r->want_connect = false;
+	repl_drop_connection(r, NULL);
+	for (int i = 0; i < 4; i++) {
+		tstream_close(r->pending_accept[i]);
+		r->pending_accept[i] = NULL;
+	}
+	ev_timer_stop(r->p.loop, &r->conn_timer);
+	ev_timer_stop(r->p.loop, &r->ping_timer);
+	ev_timer_stop(r->p.loop, &r->flush_timer);
+	if (r->lfd >= 0) {
+		ev_io_stop(r->p.loop, &r->lio);
+		close(r->lfd);
+		r->lfd = -1;
+	}
+}
+
+void repl_destroy(struct repl *r)
+{
+	if (!r)
+		return;
+	repl_shutdown(r);
+	meta_flush_bitmap(r->meta, r->bm);
+	/* A clean stop: the bitmap on disk is complete and this node did not crash as primary. */
+	r->role = ROLE_SECONDARY;
+	r->crashed_primary = false;
+	r->sb.flags |= META_F_CLEAN;
+	r->sb.flags &= ~META_F_PRIMARY;
+	repl_write_sb(r);
+	meta_close(r->meta);
+	bitmap_free(r->bm);
+	free(r);
+}

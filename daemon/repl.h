@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replication of one volume to its peer: roles, disk and link states, the peer connection (two
+ * streams, handshake, generation-ID decision), the primary's send side (writes, barriers, acks,
+ * bitmap tracking while the peer is away), the secondary's apply side (overlapping writes in
+ * arrival order, barriers), bitmap exchange and the resync that follows.
+ *
+ * volume.c calls in here on every write of a primary; everything else is driven by the loop.
+ */
+#ifndef HAK_REPL_H
+#define HAK_REPL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct ev_loop;
+struct volume;
+struct vol_io;
+struct io_engine;
+struct hak_config;
+struct hak_volume_cfg;
+struct hak_node_cfg;
+struct repl;
+
+enum repl_role { ROLE_SECONDARY = 0, ROLE_PRIMARY = 1 };
+enum repl_disk { DISK_UPTODATE = 0, DISK_OUTDATED, DISK_INCONSISTENT, DISK_DISKLESS, DISK_FAILED };
+enum repl_link {
+	LINK_STANDALONE = 0, /* not trying to connect (disconnect, split brain) */
+	LINK_CONNECTING,
+	LINK_CONNECTED,
+	LINK_SYNC_SOURCE,
+	LINK_SYNC_TARGET,
+};
+enum repl_mode { MODE_SYNC = 0, MODE_MEMSYNC = 1, MODE_ASYNC = 2 };
+
+struct repl_params {
+	struct ev_loop *loop;
+	struct io_engine *io;
+	const struct hak_volume_cfg *vcfg;
+	const struct hak_node_cfg *self;
+	const struct hak_node_cfg *peer;
+	struct volume *vol;  /* the data path; its size shrinks with internal metadata */
+	/* Role changes: the volume's NBD server refuses clients unless primary. */
+	void (*role_changed)(void *ctx, enum repl_role role);
+	void *ctx;
+};
+
+/* Open metadata (hakctl create-md must have run), load the bitmap, start connecting. */
+int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen);
+/* Stop connecting and drop the peer (before the final drain of the I/O engine). */
+void repl_shutdown(struct repl *r);
+/* Persist the bitmap and a clean-shutdown flag and free; after the I/O engine drained. */
+void repl_destroy(struct repl *r);
+
+enum repl_role repl_role(const struct repl *r);
+
+/*
+ * Primary write path (volume.c), called before the local I/O of WRITE, TRIM, ZERO or FLUSH.
+ * Sends the request to the peer or records it in the bitmap, and sets vio->peer_wait when the
+ * completion must wait for the peer (then repl calls volume_peer_done()). Returns 1 when the
+ * request must wait (a resync of the same blocks is being read): repl calls volume_resume()
+ * later; 0 to go ahead now.
+ */
+int repl_submit(struct repl *r, struct vol_io *vio);
+/* The local I/O of vio finished. */
+void repl_local_done(struct repl *r, struct vol_io *vio);
+
+/* Operator commands. 0, or -1 with a sentence in err. */
+int repl_promote(struct repl *r, bool force, char *err, size_t errlen);
+int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen);
+int repl_connect(struct repl *r, char *err, size_t errlen);
+int repl_disconnect(struct repl *r, char *err, size_t errlen);
+int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen);
+
+/* Status object for hakctl. */
+json_t *repl_status_json(const struct repl *r);
+
+const char *repl_role_name(enum repl_role r);
+const char *repl_disk_name(enum repl_disk d);
+const char *repl_link_name(enum repl_link l);
+const char *repl_mode_name(enum repl_mode m);
+
+#endif

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/* Private to repl.c and resync.c: the state of one replicated volume. */
+#ifndef HAK_REPL_INT_H
+#define HAK_REPL_INT_H
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gen.h"
+#include "io.h"
+#include "meta.h"
+#include "repl.h"
+#include "transport.h"
+#include "wire.h"
+
+#define PEND_SLOTS	 8192u		/* replicated requests in flight to the peer */
+#define APPLY_MAX	 1024u		/* secondary: applies in flight before reading pauses */
+#define APPLY_MAX_BYTES	 (64u << 20)
+#define RS_CHUNK	 (256u * 1024u) /* resync run size */
+#define RS_WINDOW	 (8u << 20)	/* resync bytes in flight */
+#define BARRIERS_MAX	 256u
+
+/* A request sent to the peer and not yet acknowledged. */
+struct pend {
+	bool used;
+	bool write_acked;
+	uint16_t type; /* WIRE_DATA / TRIM / ZERO / BARRIER */
+	uint64_t off;
+	uint32_t len;
+	struct vol_io *vio; /* NULL once completed (async) */
+	uint8_t *copy;	    /* async payload copy, until sent */
+	double sent_at;
+};
+
+/* Secondary: one write (application or resync) being applied. */
+struct apply {
+	struct apply *next;
+	struct repl *r;
+	uint16_t type;
+	uint16_t flags;
+	uint64_t id;
+	uint64_t off;
+	uint32_t len;
+	uint8_t *frame;	 /* the received payload (owned), data at frame + WIRE_IO_SIZE */
+	uint32_t frame_len;
+	uint64_t epoch;
+	bool resync;
+	bool active;
+	int stage;
+	struct io_req io;
+};
+
+struct barrier_wait {
+	uint64_t id;
+	uint64_t epoch;
+	uint64_t pending;
+	bool flushing;
+};
+
+/* Source: one resync run being read. */
+struct rs_op {
+	struct rs_op *next;
+	struct repl *r;
+	uint64_t id;
+	uint64_t off;
+	uint32_t len;
+	int stage;
+	bool hole;
+	bool orphan; /* the connection went away while reading */
+	uint8_t *buf;
+	struct io_extent map[1];
+	struct io_req io;
+	struct outq_item item;
+};
+
+struct repl {
+	struct repl_params p;
+	const char *name;
+	struct meta *meta;
+	struct meta_sb sb;
+	struct bitmap *bm;
+	enum repl_role role;
+	enum repl_disk disk;
+	enum repl_link link;
+	enum repl_mode mode;
+	bool crashed_primary;
+	bool want_connect;
+	bool split_brain;
+	char last_refusal[512];
+	bool initiator;
+
+	/* Peer. */
+	int lfd;
+	ev_io lio;
+	ev_timer conn_timer;
+	ev_timer ping_timer;
+	ev_timer flush_timer;
+	struct tstream *data, *meta_s;
+	struct tstream *pending_accept[4];
+	int connecting_fd[2];
+	ev_io connecting_io[2];
+	bool hello_sent[2], hello_rcvd[2];
+	struct wire_hello peer_hello;
+	/* The acceptor may start talking before the connector has read the second HELLO: such a
+	 * frame is held (its stream paused) until the handshake completes. */
+	struct {
+		struct tstream *s;
+		struct wire_hdr h;
+		uint8_t *payload;
+	} early[2];
+	enum repl_role peer_role;
+	enum repl_disk peer_disk;
+	bool connected;
+
+	/* Primary send side. */
+	struct pend pend[PEND_SLOTS];
+	uint64_t next_id;
+	uint64_t oldest_id;
+	unsigned pend_count;
+	struct vol_io *wait_head, *wait_tail; /* waiting for a free slot */
+	struct vol_io *active_writes;	      /* local I/O in flight (for resync overlap) */
+	struct vol_io *deferred;	      /* held back behind a resync read */
+	uint64_t async_bytes;
+	bool ahead; /* async buffer full: tracking in the bitmap only */
+	double ack_latency;
+	double ping_rtt;
+	double ping_sent;
+
+	/* Secondary apply side. */
+	struct apply *applies;	   /* active */
+	struct apply *apply_wait;  /* waiting behind an overlap, arrival order */
+	unsigned apply_count;
+	uint64_t apply_bytes;
+	uint64_t epoch;
+	struct barrier_wait barriers[BARRIERS_MAX];
+	unsigned nbarriers;
+	bool data_paused;
+
+	/* Resync. */
+	bool bm_sent, bm_done_rcvd, resync_running, resync_full, rs_finishing;
+	uint64_t rs_cursor;
+	uint64_t rs_inflight;
+	struct rs_op *rs_reading; /* being read: application writes to these blocks wait */
+	struct rs_op *rs_sent;	  /* queued to the peer, waiting for RS_ACK */
+	uint64_t rs_next_id;
+	uint64_t rs_total, rs_done_bytes, rs_sent_bytes, rs_hole_bytes;
+	double rs_start, rs_rate;
+	uint64_t rs_rate_bytes;
+	double rs_rate_t;
+	uint64_t bytes_resynced_total;
+	uint64_t resyncs_completed;
+};
+
+/* repl.c */
+void repl_log(const struct repl *r, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int repl_write_sb(struct repl *r);
+void repl_drop_connection(struct repl *r, const char *why);
+void repl_deferred_pump(struct repl *r);
+struct gen_ids repl_gen_local(const struct repl *r);
+
+/* resync.c */
+void resync_begin(struct repl *r, enum gen_decision d, bool peer_resumable, bool self_resumable);
+void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
+void resync_pump(struct repl *r);
+void resync_stop(struct repl *r);
+bool resync_overlaps(const struct repl *r, uint64_t off, uint64_t len);
+void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status);
+json_t *resync_status_json(const struct repl *r);
+
+#endif

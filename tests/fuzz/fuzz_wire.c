@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer harness: a replication byte stream as a hostile peer would send it, through the
+ * header, HELLO and I/O-range validators. Accepted ranges must lie inside the volume.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "wire.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint64_t vol = 1ull << 30;
+	char err[256];
+	size_t pos = 0;
+	while (size - pos >= WIRE_HDR_SIZE) {
+		struct wire_hdr h;
+		if (wire_hdr_decode(data + pos, &h, err, sizeof(err)) < 0)
+			return 0;
+		pos += WIRE_HDR_SIZE;
+		if (size - pos < h.len)
+			return 0;
+		const uint8_t *p = data + pos;
+		pos += h.len;
+		if (h.type == WIRE_HELLO) {
+			struct wire_hello hello;
+			(void)wire_hello_decode(p, h.len, &hello, err, sizeof(err));
+		} else if (h.type == WIRE_DATA || h.type == WIRE_TRIM || h.type == WIRE_ZERO ||
+			   h.type == WIRE_RS_DATA) {
+			struct wire_io io;
+			if (wire_io_decode(&h, p, vol, 512, &io, err, sizeof(err)) == 0 &&
+			    (io.off > vol || vol - io.off < io.len || io.len == 0 ||
+			     (io.off | io.len) % 512))
+				abort();
+		}
+	}
+	return 0;
+}

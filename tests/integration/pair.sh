@@ -1,0 +1,165 @@
+# shellcheck shell=bash disable=SC2034
+# Two-node helpers for replication tests. Source after lib.sh:
+#   . "$(dirname "$0")/lib.sh"; . "$(dirname "$0")/pair.sh"
+#
+# pair_setup [MODE] [SIZE]   namespaces alpha/beta (per-run names), two veth paths
+#                            (path 1: 192.0.2.1 <-> .2, the replication link; path 2:
+#                            192.0.2.129 <-> .130), a config per node, metadata, both hakd running.
+#                            PAIR_BLANK=1 creates blank metadata (no initial sync).
+#                            PAIR_EXTRA="key value" adds a line to the volume block.
+# node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
+# hk NAME ARGS...            hakctl against NAME's control socket
+# repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
+# wait_repl NAME FIELD VALUE TIMEOUT_S
+# wait_synced TIMEOUT_S      both Connected + UpToDate and nothing out of sync
+# node_uri NAME              the NBD URI of NAME's export
+# path_down N / path_up N    take a path (1 or 2) down or up, on alpha's side
+# backing NAME               NAME's backing file
+
+PAIR_SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
+NS_alpha=hak-a-$PAIR_SID
+NS_beta=hak-b-$PAIR_SID
+declare -A NODE_PIDS=()
+PAIR_MODE=sync
+
+_pair_config() {
+	local n=$1
+	cat >"$WORK/$n.conf" <<EOF
+global {
+    control-socket $WORK/$n.ctl
+    log-level ${PAIR_LOG_LEVEL:-info}
+    io-engine $HAK_IO_ENGINE
+}
+node alpha {
+    address 192.0.2.1:7789
+}
+node beta {
+    address 192.0.2.2:7789
+}
+volume db {
+    backing $WORK/$n.img
+    nbd-socket $WORK/$n.nbd
+    meta-disk $WORK/$n.meta
+    mode $PAIR_MODE
+    ping-interval 200ms
+    ping-timeout 1s
+    connect-interval 200ms
+    ${PAIR_EXTRA:-}
+}
+EOF
+}
+
+pair_setup() {
+	PAIR_MODE=${1:-sync}
+	local size=${2:-256M} n
+	require_cmd ip jq
+	ip netns add "$NS_alpha"
+	defer "ip netns del $NS_alpha 2>/dev/null || true"
+	ip netns add "$NS_beta"
+	defer "ip netns del $NS_beta 2>/dev/null || true"
+	for p in 1 2; do
+		ip link add "ha$p-$PAIR_SID" type veth peer name "hb$p-$PAIR_SID"
+		ip link set "ha$p-$PAIR_SID" netns "$NS_alpha"
+		ip link set "hb$p-$PAIR_SID" netns "$NS_beta"
+	done
+	ip -n "$NS_alpha" addr add 192.0.2.1/25 dev "ha1-$PAIR_SID"
+	ip -n "$NS_beta" addr add 192.0.2.2/25 dev "hb1-$PAIR_SID"
+	ip -n "$NS_alpha" addr add 192.0.2.129/25 dev "ha2-$PAIR_SID"
+	ip -n "$NS_beta" addr add 192.0.2.130/25 dev "hb2-$PAIR_SID"
+	for n in alpha beta; do
+		local ns=NS_$n
+		ip -n "${!ns}" link set lo up
+		ip -n "${!ns}" link set "h${n:0:1}1-$PAIR_SID" up
+		ip -n "${!ns}" link set "h${n:0:1}2-$PAIR_SID" up
+		truncate -s "$size" "$WORK/$n.img"
+		_pair_config "$n"
+		"$HAKCTL" --config "$WORK/$n.conf" --node "$n" create-md db \
+			${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
+			fail "create-md on $n failed: $(cat "$WORK/create-md.log")"
+	done
+	node_start alpha
+	node_start beta
+	log "pair up: namespaces $NS_alpha $NS_beta, mode $PAIR_MODE, size $size"
+}
+
+node_start() {
+	local n=$1 ns=NS_$1 pid i
+	ip netns exec "${!ns}" "$HAKD" --config "$WORK/$n.conf" --node "$n" --foreground \
+		</dev/null >>"$WORK/$n.log" 2>&1 &
+	pid=$!
+	track_pid "$pid"
+	NODE_PIDS[$n]=$pid
+	for ((i = 0; i < 100; i++)); do
+		[[ -S $WORK/$n.ctl ]] && hk "$n" version >/dev/null 2>&1 && return 0
+		pid_alive "$pid" || break
+		sleep 0.1
+	done
+	tail -n 30 "$WORK/$n.log" >&2 || true
+	fail "hakd on $n did not come up"
+}
+
+node_alive() {
+	pid_alive "${NODE_PIDS[$1]}"
+}
+
+node_kill9() {
+	local pid=${NODE_PIDS[$1]}
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	rm -f "$WORK/$1.ctl"
+	log "killed hakd on $1 (pid $pid) with SIGKILL"
+}
+
+node_stop() {
+	local n=$1 pid=${NODE_PIDS[$1]} rc=0 i
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		pid_alive "$pid" || break
+		sleep 0.1
+	done
+	pid_alive "$pid" && fail "hakd on $n still runs 20 s after SIGTERM"
+	wait "$pid" || rc=$?
+	((rc == 0)) || fail "hakd on $n exited with $rc after SIGTERM"
+	sanitizer_check "$WORK/$n.log" || fail "sanitizer report in $WORK/$n.log"
+}
+
+hk() {
+	local n=$1
+	shift
+	timeout 20 "$HAKCTL" --control "$WORK/$n.ctl" "$@"
+}
+
+repl() {
+	hk "$1" status --json | jq -r ".volumes[0].replication.$2"
+}
+
+wait_repl() {
+	local n=$1 field=$2 want=$3 tmo=${4:-20}
+	wait_for "[[ \$(repl $n $field 2>/dev/null) == '$want' ]]" "$tmo" ||
+		fail "$n: replication.$field is '$(repl "$n" "$field" 2>/dev/null)', want '$want' after ${tmo}s"
+}
+
+wait_synced() {
+	local tmo=${1:-60} n
+	for n in alpha beta; do
+		wait_repl "$n" link Connected "$tmo"
+		wait_repl "$n" disk UpToDate "$tmo"
+		wait_repl "$n" out_of_sync_bytes 0 "$tmo"
+	done
+}
+
+node_uri() {
+	echo "nbd+unix:///db?socket=$WORK/$1.nbd"
+}
+
+backing() {
+	echo "$WORK/$1.img"
+}
+
+path_down() {
+	ip -n "$NS_alpha" link set "ha$1-$PAIR_SID" down
+}
+
+path_up() {
+	ip -n "$NS_alpha" link set "ha$1-$PAIR_SID" up
+}

@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests for the replication frame codec: every rejection names what is wrong. */
+#include <check.h>
+#include <string.h>
+
+#include "nbd_proto.h"
+#include "wire.h"
+
+static char err[256];
+
+START_TEST(header_checks)
+{
+	uint8_t b[WIRE_HDR_SIZE];
+	struct wire_hdr h;
+	wire_hdr_encode(b, WIRE_DATA, WIRE_F_FUA, WIRE_IO_SIZE + 4096);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h.type, WIRE_DATA);
+	ck_assert_uint_eq(h.flags, WIRE_F_FUA);
+	ck_assert_uint_eq(h.len, WIRE_IO_SIZE + 4096);
+
+	b[0] ^= 0xff;
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "magic"));
+
+	wire_hdr_encode(b, 99, 0, 8);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "unknown frame type 99"));
+
+	wire_hdr_encode(b, WIRE_PING, WIRE_F_FUA, 8);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "unknown flags"));
+
+	wire_hdr_encode(b, WIRE_DATA, 0, 0x80000000u);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "payload of 2147483648 bytes"));
+
+	wire_hdr_encode(b, WIRE_BITMAP, 0, 8 + 12);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "whole words"));
+}
+END_TEST
+
+static struct wire_hello good_hello(void)
+{
+	struct wire_hello h = { .version = WIRE_VERSION, .stream = WIRE_STREAM_DATA, .role = 1,
+				.disk = 0, .mode = 2, .size = 1ull << 30, .block_size = 4096,
+				.gen_flags = 3, .gen = { 1, 2, 3, 4 }, .bits_set = 5 };
+	strcpy(h.node, "alpha");
+	strcpy(h.volume, "db");
+	memset(h.uuid, 0xab, 16);
+	return h;
+}
+
+START_TEST(hello_round_trip)
+{
+	uint8_t b[WIRE_HELLO_SIZE];
+	struct wire_hello in = good_hello(), out;
+	wire_hello_encode(b, &in);
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), 0);
+	ck_assert_str_eq(out.node, "alpha");
+	ck_assert_str_eq(out.volume, "db");
+	ck_assert_int_eq(memcmp(out.uuid, in.uuid, 16), 0);
+	ck_assert(out.size == in.size && out.gen[3] == 4 && out.bits_set == 5 && out.mode == 2);
+
+	in.version = 99;
+	wire_hello_encode(b, &in);
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "version 99"));
+
+	in = good_hello();
+	in.block_size = 3000;
+	wire_hello_encode(b, &in);
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "block size 3000"));
+
+	in = good_hello();
+	wire_hello_encode(b, &in);
+	b[8 + 2] = 0x01; /* a control byte inside the node name */
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "node field"));
+
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b) - 1, &out, err, sizeof(err)), -1);
+}
+END_TEST
+
+START_TEST(io_ranges)
+{
+	uint8_t b[WIRE_IO_SIZE];
+	struct wire_hdr h = { .type = WIRE_DATA, .flags = 0, .len = WIRE_IO_SIZE + 4096 };
+	struct wire_io io = { .id = 7, .off = 8192, .len = 4096 }, out;
+	const uint64_t size = 1 << 20;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), 0);
+	ck_assert(out.id == 7 && out.off == 8192 && out.len == 4096);
+
+	h.len = WIRE_IO_SIZE + 100; /* payload does not match the range */
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "expected 4116"));
+
+	h.len = WIRE_IO_SIZE + 4096;
+	io.off = size - 2048;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "outside the volume"));
+
+	io.off = UINT64_MAX - 100;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+
+	io.off = 100;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "not aligned"));
+
+	/* A hole in a resync run carries no payload. */
+	struct wire_hdr hh = { .type = WIRE_RS_DATA, .flags = WIRE_F_HOLE, .len = WIRE_IO_SIZE };
+	io.off = 0;
+	io.len = 65536;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&hh, b, size, 512, &out, err, sizeof(err)), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("wire");
+	TCase *t = tcase_create("core");
+	tcase_add_test(t, header_checks);
+	tcase_add_test(t, hello_round_trip);
+	tcase_add_test(t, io_ranges);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
