@@ -9,7 +9,7 @@
  * blocked by many container seccomp profiles. The pool (pread/pwrite on worker threads) works
  * everywhere, so hakd never refuses to start for want of io_uring. Both are tested with the same
  * unit tests. io_uring cannot express SEEK_DATA/SEEK_HOLE or fadvise, so those always run on
- * worker threads, even with the uring engine (which then keeps two helpers).
+ * worker threads, even with the uring engine (which then keeps four helpers, also used for buffered writes: see IO_F_BUFFERED).
  *
  * How a request flows:
  *  1. io_submit() (loop thread) validates and counts it, then queues it without any syscall:
@@ -39,7 +39,7 @@
 #define IO_DEFAULT_DEPTH        128
 #define IO_POOL_DEFAULT_THREADS 4
 #define IO_POOL_MAX_THREADS     8
-#define IO_HELPER_THREADS       2
+#define IO_HELPER_THREADS       4
 /* Submit/reap rounds in one ev_prepare: enough to chain a few inline completions into new
  * submissions, bounded so a stream of cached reads cannot starve the sockets. */
 #define IO_PREP_ROUNDS 4
@@ -274,7 +274,8 @@ int io_submit(struct io_engine *eng, struct io_req *req)
 	eng->stats.submitted++;
 	if (eng->stats.in_flight++ == 0)
 		ev_ref(eng->loop);
-	if (eng->use_ring && req->op != IO_OP_SEEKMAP && req->op != IO_OP_CACHE)
+	if (eng->use_ring && req->op != IO_OP_SEEKMAP && req->op != IO_OP_CACHE &&
+	    !(req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED)))
 		io_ring_queue(eng, req);
 	else
 		io_pool_queue(eng, req);

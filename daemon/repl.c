@@ -530,6 +530,8 @@ static void apply_start(struct repl *r, struct apply *a)
 		a->io.op = IO_OP_WRITE;
 		a->io.buf = a->frame + WIRE_IO_SIZE;
 		a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
+		if (!r->p.vcfg->direct_io)
+			a->io.flags |= IO_F_BUFFERED;
 		break;
 	case WIRE_TRIM:
 		a->io.op = IO_OP_PUNCH;

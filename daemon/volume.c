@@ -237,6 +237,8 @@ static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t 
 	r->buf = buf;
 	r->map = vio->map;
 	r->map_max = vio->map_max;
+	if (!vio->vol->cfg->direct_io)
+		r->flags |= IO_F_BUFFERED;
 	r->done = vol_io_done;
 	r->data = vio;
 	if (io_submit(vio->vol->io, r) < 0) {
