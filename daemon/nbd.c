@@ -20,6 +20,7 @@
 #include "config.h"
 #include "log.h"
 #include "nbd_proto.h"
+#include "outq.h"
 #include "volume.h"
 
 #define IN_BUF_SIZE	 (64u * 1024u)
@@ -27,23 +28,10 @@
 #define MAX_INFLIGHT_MEM (64u << 20)	/* payload bytes per connection before reading pauses */
 #define MAP_MAX		 64u		/* extents per BLOCK_STATUS / structured READ */
 #define HOLE_SCAN_MIN	 (64u * 1024u)	/* structured reads this big look for holes first */
-#define IOV_BATCH	 64
 #define READS_PER_WAKEUP 8
 
 struct nbd_conn;
 struct nbd_creq;
-
-/* One piece of output: a small inline header and an optional borrowed payload. */
-struct out_item {
-	struct out_item *next;
-	uint8_t hdr[32];
-	uint32_t hdr_len;
-	const uint8_t *data;
-	size_t data_len;
-	size_t sent;
-	struct nbd_creq *owner; /* request released once all its items are sent */
-	uint8_t *heap;		/* freed once sent (negotiation replies) */
-};
 
 struct nbd_creq {
 	struct nbd_conn *conn;
@@ -56,10 +44,10 @@ struct nbd_creq {
 	unsigned scan_count; /* extents found by the hole scan */
 	struct io_extent map[MAP_MAX];
 	uint8_t *bs_payload;
-	struct out_item *items;
+	struct outq_item *items;
 	unsigned n_items;
 	unsigned unsent;
-	struct out_item inline_items[1];
+	struct outq_item inline_items[1];
 };
 
 enum conn_state {
@@ -90,7 +78,7 @@ struct nbd_conn {
 	struct nbd_request discard_req;
 	struct nbd_creq *cur;
 	uint32_t payload_got;
-	struct out_item *out_head, *out_tail;
+	struct outq out;
 	unsigned in_flight;
 	size_t inflight_mem;
 	bool read_paused, stop_reading, want_close, in_dirty;
@@ -121,16 +109,18 @@ static void conn_mark_dirty(struct nbd_conn *c);
 
 /* ---- output ----------------------------------------------------------------------------- */
 
-static void out_push(struct nbd_conn *c, struct out_item *it)
+static void out_push(struct nbd_conn *c, struct outq_item *it)
 {
-	it->next = NULL;
-	it->sent = 0;
-	if (c->out_tail)
-		c->out_tail->next = it;
-	else
-		c->out_head = it;
-	c->out_tail = it;
+	outq_push(&c->out, it);
 	conn_mark_dirty(c);
+}
+
+/* Negotiation replies: the item owns a heap buffer. */
+static void heap_item_sent(struct outq_item *it, int err)
+{
+	(void)err;
+	free((void *)it->data);
+	free(it);
 }
 
 static int out_push_heap(struct nbd_conn *c, struct nbd_buf *b)
@@ -139,12 +129,12 @@ static int out_push_heap(struct nbd_conn *c, struct nbd_buf *b)
 		nbd_buf_free(b);
 		return 0;
 	}
-	struct out_item *it = calloc(1, sizeof(*it));
+	struct outq_item *it = calloc(1, sizeof(*it));
 	if (!it)
 		return -1;
-	it->heap = b->data;
 	it->data = b->data;
 	it->data_len = b->len;
+	it->sent = heap_item_sent;
 	b->data = NULL;
 	b->len = b->cap = 0;
 	out_push(c, it);
@@ -173,65 +163,25 @@ static void creq_free(struct nbd_creq *q)
 		conn_mark_dirty(c);
 }
 
-static void out_item_sent(struct out_item *it)
+/* A reply item of a request: the request goes once all its items are written. */
+static void creq_item_sent(struct outq_item *it, int err)
 {
-	if (it->owner) {
-		struct nbd_creq *q = it->owner;
-		if (--q->unsent == 0)
-			creq_free(q);
-	} else {
-		free(it->heap);
-		free(it);
-	}
+	struct nbd_creq *q = it->ctx;
+	(void)err;
+	if (--q->unsent == 0)
+		creq_free(q);
 }
 
 /* Write as much queued output as the socket takes. 0, or -1 when the connection is dead. */
 static int conn_flush_out(struct nbd_conn *c)
 {
-	while (c->out_head) {
-		struct iovec iov[IOV_BATCH];
-		int n = 0;
-		for (struct out_item *it = c->out_head; it && n < IOV_BATCH - 1; it = it->next) {
-			size_t s = it->sent;
-			if (s < it->hdr_len) {
-				iov[n].iov_base = it->hdr + s;
-				iov[n++].iov_len = it->hdr_len - s;
-				s = 0;
-			} else {
-				s -= it->hdr_len;
-			}
-			if (it->data_len > s) {
-				iov[n].iov_base = (void *)(it->data + s);
-				iov[n++].iov_len = it->data_len - s;
-			}
-		}
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-		ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (w < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				ev_io_start(c->srv->loop, &c->wio);
-				return 0;
-			}
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		size_t left = (size_t)w;
-		while (left && c->out_head) {
-			struct out_item *it = c->out_head;
-			size_t total = it->hdr_len + it->data_len;
-			size_t take = total - it->sent < left ? total - it->sent : left;
-			it->sent += take;
-			left -= take;
-			if (it->sent == total) {
-				c->out_head = it->next;
-				if (!c->out_head)
-					c->out_tail = NULL;
-				out_item_sent(it);
-			}
-		}
-	}
-	ev_io_stop(c->srv->loop, &c->wio);
+	int rc = outq_flush(&c->out, c->fd);
+	if (rc < 0)
+		return -1;
+	if (rc == 1)
+		ev_io_start(c->srv->loop, &c->wio);
+	else
+		ev_io_stop(c->srv->loop, &c->wio);
 	return 0;
 }
 
@@ -247,11 +197,7 @@ static void conn_mark_dirty(struct nbd_conn *c)
 static void conn_free(struct nbd_conn *c)
 {
 	struct nbd_server *s = c->srv;
-	while (c->out_head) {
-		struct out_item *it = c->out_head;
-		c->out_head = it->next;
-		out_item_sent(it);
-	}
+	outq_drop(&c->out, ECANCELED);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -283,7 +229,7 @@ static void server_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		c->in_dirty = false;
 		if (c->state != C_CLOSED && conn_flush_out(c) < 0)
 			conn_close(c, strerror(errno));
-		bool drained = c->in_flight == 0 && !c->out_head;
+		bool drained = c->in_flight == 0 && !c->out.head;
 		if (c->state != C_CLOSED && c->stop_reading && drained)
 			conn_close(c, NULL);
 		if (c->state == C_CLOSED && c->in_flight == 0)
@@ -320,12 +266,7 @@ static void conn_close(struct nbd_conn *c, const char *why)
 	ev_timer_stop(loop, &c->hs_timer);
 	close(c->fd);
 	c->fd = -1;
-	while (c->out_head) {
-		struct out_item *it = c->out_head;
-		c->out_head = it->next;
-		out_item_sent(it);
-	}
-	c->out_tail = NULL;
+	outq_drop(&c->out, ECANCELED);
 	if (c->cur) {
 		struct nbd_creq *q = c->cur;
 		c->cur = NULL;
@@ -372,7 +313,8 @@ static void creq_send_items(struct nbd_creq *q, unsigned n)
 	q->n_items = n;
 	q->unsent = n;
 	for (unsigned i = 0; i < n; i++) {
-		q->items[i].owner = q;
+		q->items[i].ctx = q;
+		q->items[i].sent = creq_item_sent;
 		out_push(q->conn, &q->items[i]);
 	}
 }
@@ -380,7 +322,7 @@ static void creq_send_items(struct nbd_creq *q, unsigned n)
 /* Reply with only an error (or success without data). */
 static void creq_reply_status(struct nbd_creq *q, uint32_t err)
 {
-	struct out_item *it = &q->items[0];
+	struct outq_item *it = &q->items[0];
 	memset(it, 0, sizeof(*it));
 	if (err && q->conn->neg.structured) {
 		static const char msg[] = "request failed";
@@ -398,7 +340,7 @@ static void creq_reply_status(struct nbd_creq *q, uint32_t err)
 	creq_send_items(q, 1);
 }
 
-static void item_data(struct out_item *it, struct nbd_creq *q, uint64_t off, uint64_t len)
+static void item_data(struct outq_item *it, struct nbd_creq *q, uint64_t off, uint64_t len)
 {
 	memset(it, 0, sizeof(*it));
 	nbd_chunk_header(it->hdr, q->r.cookie, 0, NBD_REPLY_TYPE_OFFSET_DATA, (uint32_t)(8 + len));
@@ -408,7 +350,7 @@ static void item_data(struct out_item *it, struct nbd_creq *q, uint64_t off, uin
 	it->data_len = len;
 }
 
-static void item_hole(struct out_item *it, struct nbd_creq *q, uint64_t off, uint64_t len)
+static void item_hole(struct outq_item *it, struct nbd_creq *q, uint64_t off, uint64_t len)
 {
 	memset(it, 0, sizeof(*it));
 	nbd_chunk_header(it->hdr, q->r.cookie, 0, NBD_REPLY_TYPE_OFFSET_HOLE, 12);
@@ -419,7 +361,7 @@ static void item_hole(struct out_item *it, struct nbd_creq *q, uint64_t off, uin
 
 static void creq_reply_read(struct nbd_creq *q)
 {
-	struct out_item *it = &q->items[0];
+	struct outq_item *it = &q->items[0];
 	uint64_t off = q->r.offset, end = q->r.offset + q->r.length;
 	unsigned n = q->scan_count, k = 0;
 
@@ -440,7 +382,7 @@ static void creq_reply_read(struct nbd_creq *q)
 		k = 1;
 	} else {
 		/* One chunk per extent of the hole scan; whatever the scan did not cover is data. */
-		struct out_item *items = calloc(n + 1, sizeof(*items));
+		struct outq_item *items = calloc(n + 1, sizeof(*items));
 		if (!items) {
 			item_data(it, q, off, q->r.length);
 			k = 1;
@@ -486,7 +428,7 @@ static void creq_reply_block_status(struct nbd_creq *q)
 		nbd_put32(q->bs_payload + 8 + 8 * i,
 			  q->map[i].hole ? (NBD_STATE_HOLE | NBD_STATE_ZERO) : 0);
 	}
-	struct out_item *it = &q->items[0];
+	struct outq_item *it = &q->items[0];
 	memset(it, 0, sizeof(*it));
 	nbd_chunk_header(it->hdr, q->r.cookie, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
 			 (uint32_t)(4 + 8 * n));
@@ -877,7 +819,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 				q->unsent = 0;
 				creq_free(q);
 			}
-			if (c->in_flight || c->out_head) {
+			if (c->in_flight || c->out.head) {
 				/* Half-close: answer what is in flight, then close. */
 				c->stop_reading = true;
 				ev_io_stop(c->srv->loop, &c->rio);
@@ -940,7 +882,7 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		struct nbd_conn *c = calloc(1, sizeof(*c));
 		uint8_t *in = malloc(IN_BUF_SIZE);
-		struct out_item *greet = calloc(1, sizeof(*greet));
+		struct outq_item *greet = calloc(1, sizeof(*greet));
 		if (!c || !in || !greet) {
 			free(c);
 			free(in);
@@ -970,6 +912,7 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_timer_start(loop, &c->hs_timer);
 		nbd_greeting(greet->hdr);
 		greet->hdr_len = 18;
+		greet->sent = heap_item_sent; /* data is NULL: frees just the item */
 		out_push(c, greet);
 		log_vol(LOG_LVL_DEBUG, s->exp.name, NULL, "Client %llu connected.",
 			(unsigned long long)c->id);

@@ -122,7 +122,7 @@ int repl_write_sb(struct repl *r)
 static struct pend *pend_of(struct repl *r, uint64_t id)
 {
 	struct pend *p = &r->pend[id % PEND_SLOTS];
-	return p->used ? p : NULL;
+	return p->used && p->id == id ? p : NULL;
 }
 
 static bool replicating(const struct repl *r)
@@ -196,6 +196,7 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	if (p->used)
 		return false;
 	memset(p, 0, sizeof(*p));
+	p->id = id;
 	p->used = true;
 	p->type = types[vio->op];
 	p->off = vio->off;

@@ -23,6 +23,7 @@
 
 /* A request sent to the peer and not yet acknowledged. */
 struct pend {
+	uint64_t id;
 	bool used;
 	bool write_acked;
 	uint16_t type; /* WIRE_DATA / TRIM / ZERO / BARRIER */
