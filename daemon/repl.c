@@ -102,7 +102,9 @@ int repl_write_sb(struct repl *r)
 		f |= META_F_UPTODATE | META_F_CONSISTENT;
 	else if (r->disk == DISK_OUTDATED)
 		f |= META_F_CONSISTENT;
-	if (r->role == ROLE_PRIMARY)
+	/* A node that crashed as primary keeps the mark, across clean restarts too, until a resync
+	 * has settled what it may hold that the peer lacks. */
+	if (r->role == ROLE_PRIMARY || r->crashed_primary)
 		f |= META_F_PRIMARY;
 	if (r->split_brain)
 		f |= META_F_SPLIT_BRAIN;
@@ -995,6 +997,37 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 	buf_put(payload, h->len);
 }
 
+/*
+ * The peer hung up during the handshake after its HELLO reached us: it probably refused. Reach
+ * the same verdict from its HELLO, so split brain is reported on both sides even when its
+ * second HELLO was lost with the connection.
+ */
+static bool verdict_on_close(struct repl *r)
+{
+	const struct wire_hello *h = &r->peer_hello;
+	if (r->connected || (!r->hello_rcvd[0] && !r->hello_rcvd[1]))
+		return false;
+	struct gen_ids local = repl_gen_local(r), peer = { .current = h->gen[0],
+							   .bitmap = h->gen[1],
+							   .history = { h->gen[2], h->gen[3] },
+							   .flags = h->gen_flags & 0xffff };
+	int rule = 0;
+	enum gen_decision d = gen_decide(&local, &peer, &rule);
+	bool both_primary = r->role == ROLE_PRIMARY && h->role == WIRE_ROLE_PRIMARY;
+	if (d != GEN_SPLIT_BRAIN && !both_primary)
+		return false;
+	char lg[128], pg[128];
+	gen_format(&local, lg, sizeof(lg));
+	gen_format(&peer, pg, sizeof(pg));
+	r->split_brain = true;
+	repl_write_sb(r);
+	refuse(r, true, "split brain detected (rule %s; local %s, peer %s). Choose the node whose "
+			"changes to drop and run 'hakctl resolve %s --discard-local' there, then "
+			"'hakctl connect %s' on the other.",
+	       both_primary ? "both-primary" : gen_rule_name(rule), lg, pg, r->name, r->name);
+	return true;
+}
+
 static void stream_error(void *ctx, struct tstream *s, const char *why)
 {
 	struct repl *r = ctx;
@@ -1005,6 +1038,8 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 			return;
 		}
 	}
+	if (verdict_on_close(r))
+		return;
 	repl_drop_connection(r, why);
 }
 
@@ -1480,11 +1515,10 @@ void repl_destroy(struct repl *r)
 		return;
 	repl_shutdown(r);
 	meta_flush_bitmap(r->meta, r->bm);
-	/* A clean stop: the bitmap on disk is complete and this node did not crash as primary. */
+	/* A clean stop: the bitmap on disk is complete. An earlier crash as primary stays recorded
+	 * (repl_write_sb) until a resync settles it. */
 	r->role = ROLE_SECONDARY;
-	r->crashed_primary = false;
 	r->sb.flags |= META_F_CLEAN;
-	r->sb.flags &= ~META_F_PRIMARY;
 	repl_write_sb(r);
 	meta_close(r->meta);
 	bitmap_free(r->bm);
