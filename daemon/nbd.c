@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 #include "log.h"
 #include "nbd_proto.h"
 #include "outq.h"
+#include "transport.h"
 #include "volume.h"
 
 #define IN_BUF_SIZE	 (64u * 1024u)
@@ -943,68 +943,6 @@ fail:
 	return -1;
 }
 
-/* Split "host:port" or "[v6]:port". */
-static int split_hostport(const char *s, char *host, size_t hlen, char *port, size_t plen)
-{
-	const char *colon;
-	size_t n;
-	if (s[0] == '[') {
-		const char *rb = strchr(s, ']');
-		if (!rb || rb[1] != ':')
-			goto bad;
-		n = (size_t)(rb - s - 1);
-		if (n >= hlen)
-			goto bad;
-		memcpy(host, s + 1, n);
-		host[n] = '\0';
-		colon = rb + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon)
-			goto bad;
-		n = (size_t)(colon - s);
-		if (n >= hlen)
-			goto bad;
-		memcpy(host, s, n);
-		host[n] = '\0';
-	}
-	if (strlen(colon + 1) >= plen || !colon[1])
-		goto bad;
-	strcpy(port, colon + 1);
-	return 0;
-bad:
-	errno = EINVAL;
-	return -1;
-}
-
-static int listen_tcp(const char *spec)
-{
-	char host[256], port[16];
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
-	int fd = -1, one = 1, saved;
-	if (split_hostport(spec, host, sizeof(host), port, sizeof(port)) < 0)
-		return -1;
-	if (getaddrinfo(host[0] ? host : NULL, port, &hints, &ai) != 0) {
-		errno = EADDRNOTAVAIL;
-		return -1;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0)
-		goto fail;
-	freeaddrinfo(ai);
-	return fd;
-fail:
-	saved = errno;
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-	errno = saved;
-	return -1;
-}
-
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
 		      struct nbd_server **out)
 {
@@ -1046,7 +984,7 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 		goto fail;
 	}
 	if (o->tcp_listen) {
-		s->lfd[1] = listen_tcp(o->tcp_listen);
+		s->lfd[1] = tcp_listen_addr(o->tcp_listen, 0);
 		if (s->lfd[1] < 0) {
 			log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot listen on TCP %s: %s.",
 				o->tcp_listen, strerror(errno));
