@@ -384,7 +384,7 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 		r->ahead = false;
 		repl_log(r, LOG_LVL_NOTICE, "The peer caught up; resyncing the %llu blocks written "
 			 "meanwhile.", (unsigned long long)bitmap_count(r->bm));
-		resync_begin(r, GEN_SYNC_SOURCE, false, false);
+		resync_begin(r, GEN_SYNC_SOURCE, -1, false, false);
 	}
 	wait_queue_pump(r);
 }
@@ -827,7 +827,7 @@ static void handshake_complete(struct repl *r)
 		}
 		return;
 	}
-	resync_begin(r, d, peer_resumable, self_resumable);
+	resync_begin(r, d, rule, peer_resumable, self_resumable);
 }
 
 
@@ -1123,6 +1123,7 @@ static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static void start_connect(struct repl *r)
 {
+	r->handshake_start = ev_now(r->p.loop);
 	for (int i = 0; i < 2; i++) {
 		int fd = tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset,
 					  r->p.self->host);
@@ -1148,7 +1149,9 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	if (r->data || r->meta_s || r->connecting_fd[0] >= 0 || r->connecting_fd[1] >= 0) {
 		/* A handshake that does not finish within a few intervals is abandoned. */
-		repl_drop_connection(r, "the handshake did not finish");
+		double limit = 3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
+		if (ev_now(loop) - r->handshake_start > limit)
+			repl_drop_connection(r, "the handshake did not finish");
 		return;
 	}
 	if (r->initiator)
@@ -1221,7 +1224,7 @@ static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- commands ---------------------------------------------------------------------------- */
 
-static void send_state(struct repl *r)
+void repl_send_state(struct repl *r)
 {
 	uint8_t b[WIRE_STATE_SIZE] = { (uint8_t)r->role, (uint8_t)r->disk, 0, 0 };
 	if (r->connected && r->meta_s)
@@ -1283,7 +1286,7 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 					"reconnecting to resync the peer");
 		return 0;
 	}
-	send_state(r);
+	repl_send_state(r);
 	return 0;
 }
 
@@ -1300,7 +1303,7 @@ int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
 	repl_log(r, LOG_LVL_NOTICE, "Demoted to secondary.");
-	send_state(r);
+	repl_send_state(r);
 	return 0;
 }
 

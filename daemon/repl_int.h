@@ -113,6 +113,7 @@ struct repl {
 	enum repl_role peer_role;
 	enum repl_disk peer_disk;
 	bool connected;
+	double handshake_start;
 
 	/* Primary send side. */
 	struct pend pend[PEND_SLOTS];
@@ -158,10 +159,12 @@ void repl_log(const struct repl *r, int level, const char *fmt, ...) __attribute
 int repl_write_sb(struct repl *r);
 void repl_drop_connection(struct repl *r, const char *why);
 void repl_deferred_pump(struct repl *r);
+void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
 
 /* resync.c */
-void resync_begin(struct repl *r, enum gen_decision d, bool peer_resumable, bool self_resumable);
+void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,
+		  bool self_resumable);
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void resync_pump(struct repl *r);
 void resync_stop(struct repl *r);

@@ -85,12 +85,15 @@ static void send_bitmap(struct repl *r)
 	r->bm_sent = true;
 }
 
-void resync_begin(struct repl *r, enum gen_decision d, bool peer_resumable, bool self_resumable)
+void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,
+		  bool self_resumable)
 {
 	bool source = d == GEN_SYNC_SOURCE || d == GEN_FULL_SOURCE;
 	bool full = d == GEN_FULL_SOURCE || d == GEN_FULL_TARGET;
-	/* A full resync the target already started resumes from the target's bitmap. */
-	if (full && ((source && peer_resumable) || (!source && self_resumable)))
+	/* An initial full sync the target already started resumes from the target's bitmap. Not
+	 * a full resync owed to a crashed primary: its unreplicated writes are in no bitmap. */
+	bool initial = rule == GEN_RULE_SELF_FRESH || rule == GEN_RULE_PEER_FRESH;
+	if (full && initial && ((source && peer_resumable) || (!source && self_resumable)))
 		full = false;
 	r->resync_full = full;
 	if (full && !(source ? false : self_resumable))
@@ -105,6 +108,7 @@ void resync_begin(struct repl *r, enum gen_decision d, bool peer_resumable, bool
 	if (!source) {
 		r->disk = DISK_INCONSISTENT;
 		r->sb.flags |= META_F_RESYNC_TARGET;
+		repl_send_state(r);
 	}
 	repl_log(r, LOG_LVL_NOTICE, "Starting a %s resync as %s (%llu blocks marked locally).",
 		 full ? "full" : "bitmap-based", source ? "source" : "target",
@@ -178,6 +182,7 @@ static void resync_finish_target(struct repl *r)
 	repl_write_sb(r);
 	uint8_t id[8] = { 0 };
 	tstream_send_small(r->data, WIRE_RS_DONE, 0, id, sizeof(id));
+	repl_send_state(r);
 	repl_log(r, LOG_LVL_NOTICE, "Resync finished as target: %llu bytes received in %.1f s; the "
 		 "disk is UpToDate.", (unsigned long long)r->rs_done_bytes, dt);
 }
