@@ -163,3 +163,11 @@ path_down() {
 path_up() {
 	ip -n "$NS_alpha" link set "ha$1-$PAIR_SID" up
 }
+
+# pair_report_logs: make lib.sh's cleanup treat both nodes' logs like hakd_start's: their last
+# lines are printed when the test fails, and they are checked for sanitizer reports (also after
+# node_kill9, which node_stop's check never sees).
+pair_report_logs() {
+	HAKD_LOGS['alpha']=$WORK/alpha.log
+	HAKD_LOGS['beta']=$WORK/beta.log
+}
