@@ -1035,6 +1035,18 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 		if (r->pending_accept[i] == s) {
 			r->pending_accept[i] = NULL;
 			tstream_close(s);
+			/* Said once a second at most: a flood of bad connections must not flood the
+			 * log, but none may pass unmentioned. */
+			double now = ev_now(r->p.loop);
+			if (now - r->reject_logged_at >= 1.0) {
+				repl_log(r, LOG_LVL_WARN, "Dropped an incoming replication connection "
+					 "before its handshake: %s%s.", why,
+					 r->reject_suppressed ? " (and earlier ones not logged)" : "");
+				r->reject_logged_at = now;
+				r->reject_suppressed = 0;
+			} else {
+				r->reject_suppressed++;
+			}
 			return;
 		}
 	}
@@ -1055,9 +1067,12 @@ void repl_drop_connection(struct repl *r, const char *why)
 	}
 	if (!r->data && !r->meta_s && !was)
 		return;
-	if (why && (was || log_get_level() >= LOG_LVL_DEBUG))
-		repl_log(r, was ? LOG_LVL_WARN : LOG_LVL_DEBUG, "Lost the connection to %s: %s.",
-			 r->p.peer->name, why);
+	bool handshaking = !was && (r->hello_rcvd[0] || r->hello_rcvd[1]);
+	if (why && (was || handshaking))
+		repl_log(r, LOG_LVL_WARN, "Lost the connection to %s%s: %s.", r->p.peer->name,
+			 was ? "" : " during the handshake", why);
+	else if (why)
+		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s failed: %s.", r->p.peer->name, why);
 	for (int k = 0; k < 2; k++) {
 		if (r->early[k].s) {
 			buf_put(r->early[k].payload, r->early[k].h.len);

@@ -114,6 +114,8 @@ struct repl {
 	enum repl_disk peer_disk;
 	bool connected;
 	double handshake_start;
+	double reject_logged_at; /* rate limit for bad incoming connections */
+	unsigned reject_suppressed;
 
 	/* Primary send side. */
 	struct pend pend[PEND_SLOTS];
