@@ -275,15 +275,18 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 		vio->rnext = r->active_writes;
 		r->active_writes = vio;
 	}
-	bool async_full = r->mode == MODE_ASYNC && r->async_bytes >= r->p.vcfg->async_buffer;
-	if (async_full && !r->ahead && replicating(r)) {
-		r->ahead = true;
-		repl_log(r, LOG_LVL_WARN,
-			 "The async send buffer is full (%llu bytes in flight); tracking writes in "
-			 "the bitmap until the peer catches up, then resyncing them.",
+	if (r->mode == MODE_ASYNC && replicating(r) && r->async_bytes >= r->p.vcfg->async_buffer) {
+		/* The peer falls behind (DRBD's pull-ahead): rather than grow without bound, end
+		 * this connection. Everything unacknowledged goes into the bitmap, the peer keeps a
+		 * consistent older copy, and the reconnection resyncs the difference. */
+		char why[160];
+		snprintf(why, sizeof(why),
+			 "the async send buffer is full (%llu bytes not yet acknowledged); tracking "
+			 "writes in the bitmap and resyncing after reconnecting",
 			 (unsigned long long)r->async_bytes);
+		repl_drop_connection(r, why);
 	}
-	if (!replicating(r) || (r->ahead && vio->op != VOL_FLUSH)) {
+	if (!replicating(r)) {
 		if (vio->op != VOL_FLUSH)
 			bitmap_set_range(r->bm, vio->off, vio->len);
 		return 0;
@@ -380,12 +383,6 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 	pend_release(r, p);
 	if (vio)
 		volume_peer_done(vio);
-	if (r->ahead && r->async_bytes == 0) {
-		r->ahead = false;
-		repl_log(r, LOG_LVL_NOTICE, "The peer caught up; resyncing the %llu blocks written "
-			 "meanwhile.", (unsigned long long)bitmap_count(r->bm));
-		resync_begin(r, GEN_SYNC_SOURCE, -1, false, false);
-	}
 	wait_queue_pump(r);
 }
 
@@ -404,7 +401,6 @@ static void pend_fail_all(struct repl *r)
 		if (vio)
 			volume_peer_done(vio);
 	}
-	r->ahead = false;
 	r->async_bytes = 0;
 }
 

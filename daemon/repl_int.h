@@ -126,7 +126,6 @@ struct repl {
 	struct vol_io *active_writes;	      /* local I/O in flight (for resync overlap) */
 	struct vol_io *deferred;	      /* held back behind a resync read */
 	uint64_t async_bytes;
-	bool ahead; /* async buffer full: tracking in the bitmap only */
 	double ack_latency;
 	double ping_rtt;
 	double ping_sent;

@@ -1,0 +1,444 @@
+#!/usr/bin/env bash
+# Replication benchmark: what replication costs. Two machines are emulated on this one by two
+# network namespaces joined by a veth pair (192.0.2.1 <-> 192.0.2.2). fio and the primary hakd
+# (alpha), or the standalone hakd, run on CPU 0; the secondary hakd (beta) runs on CPU 1. Backing
+# files are 1 GiB sparse files on /var/tmp, prefilled once with random data so that writes hit
+# allocated blocks and a resync has real data to copy.
+#
+#   bench/replication.sh    (RUNS=3 RUNTIME=10 HAK_BUILD=build/rel by default)
+#
+# Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
+# and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
+# promoted; fio against alpha's NBD socket). Each number is the median of RUNS runs of RUNTIME
+# seconds. Output:
+#   RESULT <workload> mode=<mode> iops=<x> standalone=<y> ratio=<x/y>
+#   RESULT qd1_latency_us standalone=<a> sync=<b> added=<b-a>   (fio's mean total latency,
+#                                                                submission + completion: how the
+#                                                                two split moves with scheduling)
+#   RESULT cpu_us_per_write mode=sync primary=<x> secondary=<y> (utime+stime per write, QD32 4K)
+#   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
+#                                                                promote to beta UpToDate, versus
+#                                                                a plain TCP copy of SIZE)
+# Not part of `make check`: the numbers are for reading, never a pass/fail. HAK_KEEP_WORK=1 keeps
+# the scratch directory (hakd logs, fio output) for a look afterwards.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+RUNS=${RUNS:-3}
+RUNTIME=${RUNTIME:-10}
+SIZE=${SIZE:-1G}
+HAK_BUILD=${HAK_BUILD:-build/rel}
+IO_ENGINE=${HAK_IO_ENGINE:-auto}
+HAKD=$REPO/$HAK_BUILD/hakd
+HAKCTL=$REPO/$HAK_BUILD/hakctl
+PYTHON=${PYTHON:-python3}
+CPU_PRIMARY=0
+CPU_SECONDARY=1
+
+if ((EUID != 0)); then
+	echo "bench: network namespaces need root" >&2
+	exit 1
+fi
+for c in fio jq ip taskset "$PYTHON"; do
+	command -v "$c" >/dev/null || {
+		echo "bench: $c is missing; run scripts/deps.sh" >&2
+		exit 1
+	}
+done
+if [[ ! -x $HAKD || ! -x $HAKCTL ]]; then
+	echo "bench: building $HAK_BUILD" >&2
+	make -s BUILD="$HAK_BUILD" bins >&2
+fi
+SIZE_BYTES=$(numfmt --from=iec "$SIZE")
+CLK_TCK=$(getconf CLK_TCK)
+
+SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
+NS_alpha=hakrb-a-$SID
+NS_beta=hakrb-b-$SID
+DIR=/var/tmp/hak-bench-repl.$SID
+mkdir -p "$DIR"
+declare -A PIDS=() # name -> pid of a process this script started
+
+# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
+alive() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	[[ ${s%% *} != [ZX] ]]
+}
+
+# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
+stop_proc() {
+	local name=$1 pid=${PIDS[$1]:-} i
+	STOP_RC=0
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || STOP_RC=$?
+	unset "PIDS[$name]"
+}
+
+cleanup() {
+	local rc=$? name
+	set +e
+	trap - EXIT
+	for name in "${!PIDS[@]}"; do
+		stop_proc "$name"
+	done
+	ip netns del "$NS_alpha" 2>/dev/null
+	ip netns del "$NS_beta" 2>/dev/null
+	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
+		echo "bench: keeping $DIR" >&2
+	else
+		rm -rf "$DIR"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+	local f
+	echo "bench: $*" >&2
+	for f in "$DIR"/*.log; do
+		[[ -f $f ]] || continue
+		echo "--- last lines of $f:" >&2
+		tail -n 20 "$f" >&2
+	done
+	exit 1
+}
+
+# ---- the two "machines" ----------------------------------------------------------------------
+ip netns add "$NS_alpha"
+ip netns add "$NS_beta"
+ip link add "rba-$SID" type veth peer name "rbb-$SID"
+ip link set "rba-$SID" netns "$NS_alpha"
+ip link set "rbb-$SID" netns "$NS_beta"
+ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "rba-$SID"
+ip -n "$NS_beta" addr add 192.0.2.2/24 dev "rbb-$SID"
+for ns in "$NS_alpha" "$NS_beta"; do
+	ip -n "$ns" link set lo up
+done
+ip -n "$NS_alpha" link set "rba-$SID" up
+ip -n "$NS_beta" link set "rbb-$SID" up
+
+# Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
+# which would make it look faster than it is.
+for n in alpha beta; do
+	truncate -s "$SIZE" "$DIR/$n.img"
+	fio --name=prefill --filename="$DIR/$n.img" --rw=write --bs=1M --size="$SIZE" \
+		--ioengine=psync --refill_buffers --end_fsync=1 --output=/dev/null
+done
+
+# write_config NODE MODE
+write_config() {
+	cat >"$DIR/$1.conf" <<EOF
+global {
+    control-socket $DIR/$1.ctl
+    log-level info
+    io-engine $IO_ENGINE
+}
+node alpha {
+    address 192.0.2.1:7789
+}
+node beta {
+    address 192.0.2.2:7789
+}
+volume db {
+    backing $DIR/$1.img
+    nbd-socket $DIR/$1.nbd
+    meta-disk $DIR/$1.meta
+    mode $2
+    connect-interval 200ms
+}
+EOF
+}
+
+hk() {
+	local n=$1
+	shift
+	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
+}
+
+# repl NODE FIELD: a field of NODE's replication status.
+repl() {
+	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
+}
+
+# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
+wait_until() {
+	local end=$(($(date +%s%N) + $2 * 1000000000))
+	until eval "$1" >/dev/null 2>&1; do
+		(($(date +%s%N) < end)) || return 1
+		sleep 0.1
+	done
+}
+
+# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
+# exec, so $! is hakd itself).
+start_node() {
+	local n=$1 ns=NS_$1
+	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
+		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
+	PIDS[$n]=$!
+	wait_until "hk $n version" 10 || die "hakd on $n did not come up"
+}
+
+# pair_start MODE BLANK: fresh metadata (blank when BLANK=1), both nodes up and connected.
+pair_start() {
+	local mode=$1 blank=$2 n
+	for n in alpha beta; do
+		write_config "$n" "$mode"
+		rm -f "$DIR/$n.meta"
+		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db ${blank:+--blank} \
+			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
+	done
+	start_node alpha "$CPU_PRIMARY"
+	start_node beta "$CPU_SECONDARY"
+	for n in alpha beta; do
+		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
+			die "$n is not Connected after 20 s (link $(repl "$n" link))"
+	done
+}
+
+pair_stop() {
+	local n
+	for n in alpha beta; do
+		stop_proc "$n"
+		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
+	done
+}
+
+# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
+quiet() {
+	hk alpha status --json | jq -e '.volumes[0].replication |
+		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
+}
+
+# pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
+pair_quiesce() {
+	wait_until quiet 60 ||
+		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
+			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
+}
+
+standalone_start() {
+	taskset -c "$CPU_PRIMARY" "$HAKD" --export "$DIR/alpha.img" --name db \
+		--socket "$DIR/standalone.nbd" --control "$DIR/standalone.ctl" --foreground \
+		--io-engine "$IO_ENGINE" </dev/null >>"$DIR/standalone.log" 2>&1 &
+	PIDS[standalone]=$!
+	wait_until "[[ -S $DIR/standalone.nbd ]] && hk standalone version" 10 ||
+		die "standalone hakd did not come up"
+}
+
+# proc_cpu_ticks PID: utime + stime (fields 14 and 15; the command name may contain spaces).
+proc_cpu_ticks() {
+	local s
+	s=$(cat "/proc/$1/stat")
+	s=${s##*) }
+	awk '{print $12 + $13}' <<<"$s"
+}
+
+# run_fio CONFIG NAME ARGS: writes $DIR/fio.json, prints "iops mean_latency_us".
+run_fio() {
+	local sock=$DIR/alpha.nbd out=$DIR/fio.json
+	[[ $1 == standalone ]] && sock=$DIR/standalone.nbd
+	# shellcheck disable=SC2086
+	taskset -c "$CPU_PRIMARY" fio --name=bench --ioengine=nbd \
+		--uri="nbd+unix:///db?socket=$sock" $3 --size="$SIZE" --time_based \
+		--runtime="$RUNTIME" --ramp_time=1 --group_reporting --randrepeat=0 \
+		--output-format=json --output="$out" >/dev/null 2>"$DIR/fio.err" || {
+		cat "$DIR/fio.err" >&2
+		die "fio $2 failed against $1"
+	}
+	jq -r '.jobs[0] | "\(.read.iops + .write.iops | floor)" +
+		" \((.write.lat_ns.mean / 100 | floor) / 10)"' "$out"
+}
+
+# median FORMAT VALUES...
+median() {
+	local fmt=$1
+	shift
+	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
+		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+# name | fio arguments
+WORKLOADS=(
+	"randwrite4k_qd32|--rw=randwrite --bs=4k --iodepth=32"
+	"randwrite4k_qd1|--rw=randwrite --bs=4k --iodepth=1"
+	"seqwrite1m_qd8|--rw=write --bs=1M --iodepth=8"
+)
+CONFIGS=(standalone async memsync sync)
+declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
+CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=()
+
+# run_config CONFIG: one run of every workload against CONFIG.
+run_config() {
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw
+	if [[ $cfg == standalone ]]; then
+		standalone_start
+	else
+		pair_start "$cfg" 1
+		hk alpha primary db >/dev/null || die "promoting alpha failed"
+		ap=${PIDS[alpha]}
+		bs=${PIDS[beta]}
+	fi
+	for w in "${WORKLOADS[@]}"; do
+		name=${w%%|*}
+		args=${w#*|}
+		[[ $cfg == standalone ]] || pair_quiesce
+		if [[ $cfg == sync && $name == randwrite4k_qd32 ]]; then
+			t0p=$(proc_cpu_ticks "$ap")
+			t0s=$(proc_cpu_ticks "$bs")
+			w0=$(hk alpha status --json | jq '.volumes[0].requests.write')
+		fi
+		res=$(run_fio "$cfg" "$name" "$args")
+		IOPS["$cfg $name"]+="${res% *} "
+		LAT["$cfg $name"]+="${res#* } "
+		if [[ $cfg == sync && $name == randwrite4k_qd32 ]]; then
+			nw=$(($(hk alpha status --json | jq '.volumes[0].requests.write') - w0))
+			CPU_P+=("$(awk -v a="$t0p" -v b="$(proc_cpu_ticks "$ap")" -v n="$nw" -v t="$CLK_TCK" \
+				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
+			CPU_S+=("$(awk -v a="$t0s" -v b="$(proc_cpu_ticks "$bs")" -v n="$nw" -v t="$CLK_TCK" \
+				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
+		fi
+		echo "bench: $name $cfg: ${res% *} IOPS, mean latency ${res#* } us" >&2
+	done
+	if [[ $cfg == standalone ]]; then
+		stop_proc standalone
+		((STOP_RC == 0)) || echo "bench: standalone hakd exited with status $STOP_RC" >&2
+	else
+		pair_stop
+	fi
+}
+
+# run_resync: full resync of SIZE (fresh, non-blank metadata on both; alpha promoted with
+# --force). MiB/s from the promotion to beta UpToDate, polled every 100 ms; appended to RS_MBPS.
+run_resync() {
+	local t0 t1 rsb
+	pair_start sync ""
+	t0=$(date +%s.%N)
+	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
+	while [[ $(repl beta disk) != UpToDate ]]; do
+		if (($(date +%s) - ${t0%.*} > 600)); then
+			die "beta is not UpToDate 600 s after the promotion:" \
+				"$(hk beta status --json | jq -c '.volumes[0].replication')"
+		fi
+		sleep 0.1
+	done
+	t1=$(date +%s.%N)
+	rsb=$(repl alpha bytes_resynced)
+	((rsb >= SIZE_BYTES)) ||
+		echo "bench: alpha reports $rsb bytes resynced, not the whole $SIZE_BYTES" >&2
+	pair_stop
+	RS_MBPS+=("$(awk -v a="$t0" -v b="$t1" -v s="$SIZE_BYTES" \
+		'BEGIN {printf "%.1f", s / 1048576 / (b - a)}')")
+}
+
+cat >"$DIR/tcpcopy.py" <<'EOF'
+# tcpcopy.py recv PORT | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time; the
+# sender prints MiB/s from connect until the receiver has read everything and closed.
+import os, socket, sys, time
+CHUNK = 1 << 20
+if sys.argv[1] == "recv":
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", int(sys.argv[2])))
+    ls.listen(1)
+    c, _ = ls.accept()
+    buf = bytearray(CHUNK)
+    while c.recv_into(buf):
+        pass
+    c.close()
+else:
+    fd = os.open(sys.argv[2], os.O_RDONLY)
+    deadline = time.time() + 10
+    while True:
+        try:
+            s = socket.create_connection((sys.argv[3], int(sys.argv[4])))
+            break
+        except ConnectionRefusedError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    t0 = time.time()
+    total = 0
+    while True:
+        b = os.read(fd, CHUNK)
+        if not b:
+            break
+        s.sendall(b)
+        total += len(b)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+    print("%.1f" % (total / 1048576 / (time.time() - t0)))
+EOF
+
+# run_tcp: the same amount of data over the same veth, pinned the same way; appended to TCP_MBPS.
+run_tcp() {
+	local v
+	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" "$PYTHON" "$DIR/tcpcopy.py" recv 9999 \
+		</dev/null >>"$DIR/tcp.log" 2>&1 &
+	PIDS[tcprecv]=$!
+	v=$(ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" "$PYTHON" "$DIR/tcpcopy.py" send \
+		"$DIR/alpha.img" 192.0.2.2 9999 2>>"$DIR/tcp.log") || die "the TCP copy failed"
+	stop_proc tcprecv
+	TCP_MBPS+=("$v")
+}
+
+echo "bench: $RUNS rounds of ${RUNTIME}s per configuration and workload, $SIZE files on $DIR," \
+	"hakd engine $IO_ENGINE, namespaces $NS_alpha $NS_beta" >&2
+# Both CPUs are in use: anything else running skews the numbers, so say how busy the machine was.
+echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for ((r = 0; r < RUNS; r++)); do
+	# Rotate the order so that no configuration always runs first or last in a round.
+	for ((i = 0; i < ${#CONFIGS[@]}; i++)); do
+		run_config "${CONFIGS[$(((i + r) % ${#CONFIGS[@]}))]}"
+	done
+	if ((r % 2)); then
+		run_tcp
+		run_resync
+	else
+		run_resync
+		run_tcp
+	fi
+	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s, TCP copy ${TCP_MBPS[-1]} MiB/s;" \
+		"load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+
+echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+# An overflowing async buffer turns replication into bitmap tracking plus resync: worth knowing
+# when reading the async numbers.
+n=$(grep -c 'async send buffer is full' "$DIR/alpha.log" || true)
+((n == 0)) || echo "bench: the async send buffer overflowed $n times (see alpha.log)" >&2
+for w in "${WORKLOADS[@]}"; do
+	name=${w%%|*}
+	# shellcheck disable=SC2086
+	sa=$(median %d ${IOPS["standalone $name"]})
+	for m in async memsync sync; do
+		# shellcheck disable=SC2086
+		v=$(median %d ${IOPS["$m $name"]})
+		echo "RESULT $name mode=$m iops=$v standalone=$sa" \
+			"ratio=$(awk -v a="$v" -v b="$sa" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+	done
+done
+# shellcheck disable=SC2086
+a=$(median %.1f ${LAT["standalone randwrite4k_qd1"]})
+# shellcheck disable=SC2086
+b=$(median %.1f ${LAT["sync randwrite4k_qd1"]})
+echo "RESULT qd1_latency_us standalone=$a sync=$b added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
+echo "RESULT cpu_us_per_write mode=sync primary=$(median %.2f "${CPU_P[@]}")" \
+	"secondary=$(median %.2f "${CPU_S[@]}")"
+x=$(median %.1f "${RS_MBPS[@]}")
+y=$(median %.1f "${TCP_MBPS[@]}")
+echo "RESULT resync mbps=$x tcp_mbps=$y ratio=$(awk -v a="$x" -v b="$y" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
