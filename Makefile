@@ -121,6 +121,7 @@ demo: deps bins
 
 bench: deps bins
 	bench/nbd.sh
+	bench/replication.sh
 
 install: bins
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 \
