@@ -35,28 +35,30 @@ struct cli {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: hakctl [--control SOCK] COMMAND [ARGS]\n"
-		   "\n"
-		   "Commands:\n"
-		   "  status [--json]            roles, states, clients, counters, resync progress\n"
-		   "  primary VOL [--force]      promote (--force: also an Inconsistent/Outdated disk)\n"
-		   "  secondary VOL              demote (refused while NBD clients are connected)\n"
-		   "  connect VOL | disconnect VOL\n"
-		   "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
-		   "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
-		   "  dump-md VOL                print the metadata (offline)\n"
-		   "  version                    versions of hakctl and of the running hakd\n"
-		   "\n"
-		   "  --control SOCK    hakd's control socket (default %s)\n"
-		   "  --config FILE     configuration for create-md/dump-md (default /etc/hak/hak.conf)\n"
-		   "  --node NAME       which node this is, for create-md/dump-md\n",
-		HAK_DEFAULT_CONTROL_SOCKET);
+	fprintf(
+	    f,
+	    "Usage: hakctl [--control SOCK] COMMAND [ARGS]\n"
+	    "\n"
+	    "Commands:\n"
+	    "  status [--json]            roles, states, clients, counters, resync progress\n"
+	    "  primary VOL [--force]      promote (--force: also an Inconsistent/Outdated disk)\n"
+	    "  secondary VOL              demote (refused while NBD clients are connected)\n"
+	    "  connect VOL | disconnect VOL\n"
+	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
+	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
+	    "  dump-md VOL                print the metadata (offline)\n"
+	    "  version                    versions of hakctl and of the running hakd\n"
+	    "\n"
+	    "  --control SOCK    hakd's control socket (default %s)\n"
+	    "  --config FILE     configuration for create-md/dump-md (default /etc/hak/hak.conf)\n"
+	    "  --node NAME       which node this is, for create-md/dump-md\n",
+	    HAK_DEFAULT_CONTROL_SOCKET);
 }
 
 /* Send one request and read one reply line. Returns the parsed reply or NULL (message printed). */
 static json_t *call(const struct cli *c, json_t *req, int *exit_code)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *line = NULL, *buf = NULL;
 	size_t len = 0, cap = 0;
 	json_t *resp = NULL;
@@ -71,7 +73,7 @@ static json_t *call(const struct cli *c, json_t *req, int *exit_code)
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n",
-			c->control, strerror(errno));
+		        c->control, strerror(errno));
 		goto out;
 	}
 	line = json_dumps(req, JSON_COMPACT);
@@ -125,7 +127,7 @@ out:
 
 static void human_bytes(uint64_t b, char *out, size_t len)
 {
-	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
 	double v = (double)b;
 	unsigned u = 0;
 	while (v >= 1024 && u < 5) {
@@ -194,9 +196,10 @@ static void print_volume(json_t *v)
 		       eta < 0 ? 0.0 : eta);
 	}
 	if (json_is_true(json_object_get(r, "split_brain")))
-		printf("  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
-		       "whose changes are to be dropped\n",
-		       json_string_value(json_object_get(v, "name")));
+		printf(
+		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
+		    "whose changes are to be dropped\n",
+		    json_string_value(json_object_get(v, "name")));
 	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
 	if (lr)
 		printf("  last refusal: %s\n", lr);
@@ -229,7 +232,8 @@ static int cmd_status(const struct cli *c, int argc, char **argv)
 		printf("hakd %s (pid %lld, I/O engine %s), %zu volume(s)\n",
 		       json_string_value(json_object_get(resp, "version")),
 		       (long long)geti(resp, "pid"),
-		       json_string_value(json_object_get(resp, "io_engine")), json_array_size(vols));
+		       json_string_value(json_object_get(resp, "io_engine")),
+		       json_array_size(vols));
 		json_array_foreach(vols, i, v) print_volume(v);
 	}
 	json_decref(resp);
@@ -270,11 +274,12 @@ static int cmd_role(const struct cli *c, int argc, char **argv)
 		}
 	}
 	if (!vol) {
-		fprintf(stderr, "hakctl %s: name the volume, e.g. 'hakctl %s db'.\n", argv[0], argv[0]);
+		fprintf(stderr, "hakctl %s: name the volume, e.g. 'hakctl %s db'.\n", argv[0],
+		        argv[0]);
 		return EXIT_USAGE;
 	}
-	json_t *req = json_pack("{s:s, s:s, s:b, s:b}", "cmd", argv[0], "volume", vol, "force", force,
-				"discard_local", discard);
+	json_t *req = json_pack("{s:s, s:s, s:b, s:b}", "cmd", argv[0], "volume", vol, "force",
+	                        force, "discard_local", discard);
 	json_t *resp = call(c, req, &rc);
 	json_decref(req);
 	if (!resp)
@@ -310,7 +315,7 @@ static void volume_uuid(const struct hak_config *cfg, const char *vol, uint8_t o
 }
 
 static int load_volume(const struct cli *c, const char *vol, struct hak_config **cfg,
-		       const struct hak_volume_cfg **vc, const char **self)
+                       const struct hak_volume_cfg **vc, const char **self)
 {
 	char err[512];
 	const struct hak_node_cfg *me = NULL, *peer = NULL;
@@ -357,7 +362,7 @@ static int cmd_create_md(const struct cli *c, int argc, char **argv)
 	struct hak_config *cfg = NULL;
 	const struct hak_volume_cfg *vc;
 	const char *vol = NULL, *self;
-	struct meta_create_args a = { 0 };
+	struct meta_create_args a = {0};
 	struct meta_sb sb;
 	char err[512];
 	uint64_t size;
@@ -384,7 +389,7 @@ static int cmd_create_md(const struct cli *c, int argc, char **argv)
 	rc = EXIT_DAEMON;
 	if (backing_size(vc->backing, &size) < 0) {
 		fprintf(stderr, "hakctl: cannot read the size of %s: %s.\n", vc->backing,
-			strerror(errno));
+		        strerror(errno));
 		goto out;
 	}
 	a.internal = vc->meta_internal;
@@ -414,7 +419,8 @@ static int cmd_create_md(const struct cli *c, int argc, char **argv)
 	}
 	printf("%s: metadata written to %s (%s), %llu data bytes, %s.\n", vol, path,
 	       a.internal ? "internal" : "external", (unsigned long long)sb.size,
-	       a.blank ? "blank: both nodes start in sync" : "a full sync follows on first connect");
+	       a.blank ? "blank: both nodes start in sync"
+	               : "a full sync follows on first connect");
 	rc = 0;
 out:
 	config_free(cfg);
@@ -459,33 +465,40 @@ static const struct {
 	const char *name;
 	int (*fn)(const struct cli *c, int argc, char **argv);
 } commands[] = {
-	{ "status", cmd_status },	{ "version", cmd_version },
-	{ "primary", cmd_role },	{ "secondary", cmd_role },
-	{ "connect", cmd_role },	{ "disconnect", cmd_role },
-	{ "resolve", cmd_role },	{ "create-md", cmd_create_md },
-	{ "dump-md", cmd_dump_md },
+    {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
+    {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
+    {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
 };
 
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "control", required_argument, NULL, 'C' },
-		{ "config", required_argument, NULL, 'c' },
-		{ "node", required_argument, NULL, 'N' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"control", required_argument, NULL, 'C'}, {"config", required_argument, NULL, 'c'},
+	    {"node", required_argument, NULL, 'N'},    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},          {NULL, 0, NULL, 0},
 	};
-	struct cli c = { .control = HAK_DEFAULT_CONTROL_SOCKET, .config = "/etc/hak/hak.conf" };
+	struct cli c = {.control = HAK_DEFAULT_CONTROL_SOCKET, .config = "/etc/hak/hak.conf"};
 	int o;
 	while ((o = getopt_long(argc, argv, "+C:c:N:jh", opts, NULL)) != -1) {
 		switch (o) {
-		case 'C': c.control = optarg; break;
-		case 'c': c.config = optarg; break;
-		case 'N': c.node = optarg; break;
-		case 'j': c.json = 1; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return EXIT_USAGE;
+		case 'C':
+			c.control = optarg;
+			break;
+		case 'c':
+			c.config = optarg;
+			break;
+		case 'N':
+			c.node = optarg;
+			break;
+		case 'j':
+			c.json = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc) {

@@ -4,8 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#define MIN_SHIFT 12		  /* 4 KiB */
-#define MAX_SHIFT 26		  /* 64 MiB */
+#define MIN_SHIFT   12           /* 4 KiB */
+#define MAX_SHIFT   26           /* 64 MiB */
 #define CACHE_LIMIT (128u << 20) /* cached bytes kept for reuse, over all classes */
 
 struct free_buf {

@@ -79,7 +79,7 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 
 	if (!req)
 		return reply_error("The request is not valid JSON (column %d: %s).", jerr.column,
-				   jerr.text);
+		                   jerr.text);
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
 	if (!json_is_object(req) || !cmd) {
 		out = reply_error("The request must be a JSON object with a string \"cmd\".");
@@ -136,7 +136,7 @@ static int client_flush(struct ctl_client *cl)
 {
 	while (cl->out_sent < cl->out_len) {
 		ssize_t w = send(cl->fd, cl->out + cl->out_sent, cl->out_len - cl->out_sent,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
 				ev_io_start(cl->ctl->loop, &cl->wio);
@@ -197,9 +197,9 @@ static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	if (cl->in_len == CONTROL_MAX_LINE) {
 		log_warn("A control client sent a line longer than %u bytes; closing it.",
-			 CONTROL_MAX_LINE);
-		char *msg = reply_error("The request line is longer than %u bytes.",
-					CONTROL_MAX_LINE);
+		         CONTROL_MAX_LINE);
+		char *msg =
+		    reply_error("The request line is longer than %u bytes.", CONTROL_MAX_LINE);
 		if (msg) {
 			(void)!send(cl->fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
 			free(msg);
@@ -227,8 +227,9 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct ctl_client *cl = NULL;
 	if (ctl->n_clients >= CONTROL_MAX_CLIENTS || !(cl = calloc(1, sizeof(*cl))) ||
 	    !(cl->in = malloc(CONTROL_MAX_LINE))) {
-		log_warn("Refusing a control client: %u are connected (limit %u) or memory ran out.",
-			 ctl->n_clients, CONTROL_MAX_CLIENTS);
+		log_warn(
+		    "Refusing a control client: %u are connected (limit %u) or memory ran out.",
+		    ctl->n_clients, CONTROL_MAX_CLIENTS);
 		free(cl);
 		close(fd);
 		return;
@@ -261,13 +262,13 @@ static int mkdir_parent(const char *path)
 
 int control_create(struct ev_loop *loop, const char *path, struct control **out)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct control *ctl = NULL;
 	int rc = -1, saved;
 
 	if (loop && strlen(path) >= sizeof(sa.sun_path)) {
 		log_err("Control socket path %s is longer than %zu bytes.", path,
-			sizeof(sa.sun_path) - 1);
+		        sizeof(sa.sun_path) - 1);
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -322,7 +323,7 @@ int control_register(struct control *ctl, const char *cmd, control_handler fn, v
 		errno = ENOSPC;
 		return -1;
 	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){ cmd, fn, ctx };
+	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, ctx};
 	return 0;
 }
 

@@ -9,7 +9,8 @@
  * blocked by many container seccomp profiles. The pool (pread/pwrite on worker threads) works
  * everywhere, so hakd never refuses to start for want of io_uring. Both are tested with the same
  * unit tests. io_uring cannot express SEEK_DATA/SEEK_HOLE or fadvise, so those always run on
- * worker threads, even with the uring engine (which then keeps four helpers, also used for buffered writes: see IO_F_BUFFERED).
+ * worker threads, even with the uring engine (which then keeps four helpers, also used for buffered
+ * writes: see IO_F_BUFFERED).
  *
  * How a request flows:
  *  1. io_submit() (loop thread) validates and counts it, then queues it without any syscall:

@@ -29,14 +29,14 @@ struct io_engine;
 enum io_kind { IO_KIND_AUTO = 0, IO_KIND_URING, IO_KIND_POOL };
 
 enum io_op {
-	IO_OP_READ = 0,	 /* pread into buf (len bytes at off) */
-	IO_OP_WRITE,	 /* pwrite from buf; IO_F_FUA makes it durable (RWF_DSYNC) before completion */
+	IO_OP_READ = 0, /* pread into buf (len bytes at off) */
+	IO_OP_WRITE, /* pwrite from buf; IO_F_FUA makes it durable (RWF_DSYNC) before completion */
 	IO_OP_FDATASYNC, /* fdatasync(fd) */
-	IO_OP_FSYNC,	 /* fsync(fd) */
-	IO_OP_PUNCH,	 /* fallocate(PUNCH_HOLE|KEEP_SIZE) over [off, off+len) */
-	IO_OP_ZERO,	 /* fallocate(ZERO_RANGE) over [off, off+len); -EOPNOTSUPP if unsupported */
-	IO_OP_SEEKMAP,	 /* fill map/map_count with data/hole extents of [off, off+len) */
-	IO_OP_CACHE,	 /* posix_fadvise(WILLNEED) over [off, off+len) */
+	IO_OP_FSYNC,     /* fsync(fd) */
+	IO_OP_PUNCH,     /* fallocate(PUNCH_HOLE|KEEP_SIZE) over [off, off+len) */
+	IO_OP_ZERO,      /* fallocate(ZERO_RANGE) over [off, off+len); -EOPNOTSUPP if unsupported */
+	IO_OP_SEEKMAP,   /* fill map/map_count with data/hole extents of [off, off+len) */
+	IO_OP_CACHE,     /* posix_fadvise(WILLNEED) over [off, off+len) */
 	IO_OP__COUNT
 };
 
@@ -59,7 +59,7 @@ struct io_req {
 	enum io_op op;
 	unsigned flags; /* IO_F_* */
 	int fd;
-	void *buf;	/* READ / WRITE data; must stay valid until completion */
+	void *buf; /* READ / WRITE data; must stay valid until completion */
 	uint64_t off;
 	uint64_t len;
 	/* IO_OP_SEEKMAP: caller provides map[map_max]; engine sets map_count (≥ 1 on success).
@@ -68,9 +68,9 @@ struct io_req {
 	unsigned map_max;
 	unsigned map_count;
 
-	int64_t res;			   /* set before done(): len on success, -errno on failure */
+	int64_t res;                      /* set before done(): len on success, -errno on failure */
 	void (*done)(struct io_req *req); /* called on the loop thread, exactly once */
-	void *data;			   /* caller's */
+	void *data;                       /* caller's */
 
 	/* Engine private. */
 	uint64_t done_bytes;
@@ -89,7 +89,8 @@ struct io_stats {
  * depth: maximum requests in flight (io_uring SQ size; the pool queues beyond its threads).
  * Returns 0 or -1 with errno.
  */
-int io_engine_create(struct ev_loop *loop, enum io_kind kind, unsigned depth, struct io_engine **out);
+int io_engine_create(struct ev_loop *loop, enum io_kind kind, unsigned depth,
+                     struct io_engine **out);
 /* Waits for every request in flight to complete (their callbacks run), then frees the engine. */
 void io_engine_destroy(struct io_engine *eng);
 /* "uring" or "pool". */

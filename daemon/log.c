@@ -13,8 +13,8 @@ static int use_syslog;
 /* Heartbeat and I/O worker threads log too; one line must never interleave with another. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const level_names[] = { "err", "warn", "notice", "info", "debug" };
-static const int syslog_prio[] = { LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG };
+static const char *const level_names[] = {"err", "warn", "notice", "info", "debug"};
+static const int syslog_prio[] = {LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG};
 
 void log_open_syslog(const char *ident)
 {
@@ -64,7 +64,7 @@ static void log_emit(enum log_level level, const char *prefix, const char *fmt, 
 	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
 	pthread_mutex_lock(&log_lock);
 	fprintf(stderr, "%s.%03ld hakd %s: %s%s\n", stamp, ts.tv_nsec / 1000000, level_names[level],
-		prefix, line);
+	        prefix, line);
 	pthread_mutex_unlock(&log_lock);
 out:
 	errno = saved;

@@ -22,7 +22,7 @@ void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(p
 void log_vmsg(enum log_level level, const char *fmt, va_list ap);
 /* The same with a "[vol] (role) " prefix; either may be NULL. */
 void log_vol(enum log_level level, const char *vol, const char *role, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 #define log_err(...)    log_msg(LOG_LVL_ERR, __VA_ARGS__)
 #define log_warn(...)   log_msg(LOG_LVL_WARN, __VA_ARGS__)

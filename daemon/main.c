@@ -76,66 +76,100 @@ struct args {
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"Usage: hakd [--config FILE] [options]\n"
-		"       hakd --export PATH --socket SOCK [--tcp ADDR:PORT] [--name NAME] [options]\n"
-		"\n"
-		"  --config FILE        configuration file (default /etc/hak/hak.conf)\n"
-		"  --export PATH        serve PATH (file or block device) without a configuration\n"
-		"  --socket SOCK        UNIX socket for --export\n"
-		"  --tcp ADDR:PORT      also listen on TCP for --export\n"
-		"  --name NAME          export name for --export (default: basename of PATH)\n"
-		"  --read-only          --export read-only\n"
-		"  --direct             --export with O_DIRECT\n"
-		"  --control SOCK       control socket (default %s)\n"
-		"  --io-engine ENGINE   auto, uring or pool\n"
-		"  --log-level LEVEL    err, warn, notice, info or debug\n"
-		"  --pidfile FILE       write the pid to FILE\n"
-		"  --node NAME          which node of the configuration this is (default: by hostname)\n"
-		"  --foreground         log to stderr instead of syslog\n"
-		"  --help, --version\n",
-		HAK_DEFAULT_CONTROL_SOCKET);
+	fprintf(
+	    f,
+	    "Usage: hakd [--config FILE] [options]\n"
+	    "       hakd --export PATH --socket SOCK [--tcp ADDR:PORT] [--name NAME] [options]\n"
+	    "\n"
+	    "  --config FILE        configuration file (default /etc/hak/hak.conf)\n"
+	    "  --export PATH        serve PATH (file or block device) without a configuration\n"
+	    "  --socket SOCK        UNIX socket for --export\n"
+	    "  --tcp ADDR:PORT      also listen on TCP for --export\n"
+	    "  --name NAME          export name for --export (default: basename of PATH)\n"
+	    "  --read-only          --export read-only\n"
+	    "  --direct             --export with O_DIRECT\n"
+	    "  --control SOCK       control socket (default %s)\n"
+	    "  --io-engine ENGINE   auto, uring or pool\n"
+	    "  --log-level LEVEL    err, warn, notice, info or debug\n"
+	    "  --pidfile FILE       write the pid to FILE\n"
+	    "  --node NAME          which node of the configuration this is (default: by "
+	    "hostname)\n"
+	    "  --foreground         log to stderr instead of syslog\n"
+	    "  --help, --version\n",
+	    HAK_DEFAULT_CONTROL_SOCKET);
 }
 
 static int args_parse(int argc, char **argv, struct args *a)
 {
 	static const struct option opts[] = {
-		{ "config", required_argument, NULL, 'c' },
-		{ "export", required_argument, NULL, 'e' },
-		{ "socket", required_argument, NULL, 's' },
-		{ "tcp", required_argument, NULL, 't' },
-		{ "name", required_argument, NULL, 'n' },
-		{ "control", required_argument, NULL, 'C' },
-		{ "io-engine", required_argument, NULL, 'I' },
-		{ "log-level", required_argument, NULL, 'l' },
-		{ "pidfile", required_argument, NULL, 'p' },
-		{ "node", required_argument, NULL, 'N' },
-		{ "foreground", no_argument, NULL, 'f' },
-		{ "direct", no_argument, NULL, 'D' },
-		{ "read-only", no_argument, NULL, 'r' },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{ NULL, 0, NULL, 0 },
+	    {"config", required_argument, NULL, 'c'},
+	    {"export", required_argument, NULL, 'e'},
+	    {"socket", required_argument, NULL, 's'},
+	    {"tcp", required_argument, NULL, 't'},
+	    {"name", required_argument, NULL, 'n'},
+	    {"control", required_argument, NULL, 'C'},
+	    {"io-engine", required_argument, NULL, 'I'},
+	    {"log-level", required_argument, NULL, 'l'},
+	    {"pidfile", required_argument, NULL, 'p'},
+	    {"node", required_argument, NULL, 'N'},
+	    {"foreground", no_argument, NULL, 'f'},
+	    {"direct", no_argument, NULL, 'D'},
+	    {"read-only", no_argument, NULL, 'r'},
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c;
 	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fDrhV", opts, NULL)) != -1) {
 		switch (c) {
-		case 'c': a->config = optarg; break;
-		case 'e': a->export_path = optarg; break;
-		case 's': a->socket = optarg; break;
-		case 't': a->tcp = optarg; break;
-		case 'n': a->name = optarg; break;
-		case 'C': a->control = optarg; break;
-		case 'I': a->io_engine = optarg; break;
-		case 'l': a->log_level = optarg; break;
-		case 'p': a->pidfile = optarg; break;
-		case 'N': a->node = optarg; break;
-		case 'f': a->foreground = 1; break;
-		case 'D': a->direct = 1; break;
-		case 'r': a->read_only = 1; break;
-		case 'h': usage(stdout); exit(0);
-		case 'V': printf("hakd %s\n", HAK_VERSION); exit(0);
-		default: usage(stderr); return -1;
+		case 'c':
+			a->config = optarg;
+			break;
+		case 'e':
+			a->export_path = optarg;
+			break;
+		case 's':
+			a->socket = optarg;
+			break;
+		case 't':
+			a->tcp = optarg;
+			break;
+		case 'n':
+			a->name = optarg;
+			break;
+		case 'C':
+			a->control = optarg;
+			break;
+		case 'I':
+			a->io_engine = optarg;
+			break;
+		case 'l':
+			a->log_level = optarg;
+			break;
+		case 'p':
+			a->pidfile = optarg;
+			break;
+		case 'N':
+			a->node = optarg;
+			break;
+		case 'f':
+			a->foreground = 1;
+			break;
+		case 'D':
+			a->direct = 1;
+			break;
+		case 'r':
+			a->read_only = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case 'V':
+			printf("hakd %s\n", HAK_VERSION);
+			exit(0);
+		default:
+			usage(stderr);
+			return -1;
 		}
 	}
 	if (optind < argc) {
@@ -143,12 +177,13 @@ static int args_parse(int argc, char **argv, struct args *a)
 		return -1;
 	}
 	if (a->export_path && !a->socket) {
-		fprintf(stderr, "hakd: --export needs --socket SOCK (the UNIX socket to serve on).\n");
+		fprintf(stderr,
+		        "hakd: --export needs --socket SOCK (the UNIX socket to serve on).\n");
 		return -1;
 	}
 	if (!a->export_path && (a->socket || a->tcp || a->name || a->direct || a->read_only)) {
 		fprintf(stderr, "hakd: --socket, --tcp, --name, --direct and --read-only go with "
-				"--export.\n");
+		                "--export.\n");
 		return -1;
 	}
 	if (a->export_path && a->config) {
@@ -175,9 +210,9 @@ static struct hak_config *config_from_args(const struct args *a)
 		struct hak_volume_cfg *v = config_add_volume(cfg, name, a->export_path);
 		if (!v)
 			fprintf(stderr,
-				"hakd: cannot export %s as '%s': %s. Export names are 1-64 "
-				"characters of A-Z a-z 0-9 _ . - (choose one with --name).\n",
-				a->export_path, name, strerror(errno));
+			        "hakd: cannot export %s as '%s': %s. Export names are 1-64 "
+			        "characters of A-Z a-z 0-9 _ . - (choose one with --name).\n",
+			        a->export_path, name, strerror(errno));
 		free(copy);
 		if (!v || !(v->nbd_socket = strdup(a->socket)) ||
 		    (a->tcp && !(v->nbd_listen = strdup(a->tcp)))) {
@@ -199,14 +234,15 @@ static struct hak_config *config_from_args(const struct args *a)
 	}
 	if (a->io_engine && io_kind_parse(a->io_engine, &cfg->io_engine) < 0) {
 		fprintf(stderr, "hakd: unknown --io-engine '%s'; use auto, uring or pool.\n",
-			a->io_engine);
+		        a->io_engine);
 		config_free(cfg);
 		return NULL;
 	}
 	if (a->log_level && log_level_parse(a->log_level, &cfg->log_level) < 0) {
-		fprintf(stderr, "hakd: unknown --log-level '%s'; use err, warn, notice, info or "
-				"debug.\n",
-			a->log_level);
+		fprintf(stderr,
+		        "hakd: unknown --log-level '%s'; use err, warn, notice, info or "
+		        "debug.\n",
+		        a->log_level);
 		config_free(cfg);
 		return NULL;
 	}
@@ -220,28 +256,26 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	struct nbd_server_stats ns;
 	volume_stats(d->vols[i], &vs);
 	nbd_server_stats(d->srvs[i], &ns);
-	json_t *req = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "read",
-				(json_int_t)vs.ops[VOL_READ], "write", (json_int_t)vs.ops[VOL_WRITE],
-				"flush", (json_int_t)vs.ops[VOL_FLUSH], "trim",
-				(json_int_t)vs.ops[VOL_TRIM], "zero", (json_int_t)vs.ops[VOL_ZERO],
-				"cache", (json_int_t)vs.ops[VOL_CACHE], "block_status",
-				(json_int_t)vs.ops[VOL_BLOCK_STATUS]);
+	json_t *req = json_pack(
+	    "{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "read", (json_int_t)vs.ops[VOL_READ], "write",
+	    (json_int_t)vs.ops[VOL_WRITE], "flush", (json_int_t)vs.ops[VOL_FLUSH], "trim",
+	    (json_int_t)vs.ops[VOL_TRIM], "zero", (json_int_t)vs.ops[VOL_ZERO], "cache",
+	    (json_int_t)vs.ops[VOL_CACHE], "block_status", (json_int_t)vs.ops[VOL_BLOCK_STATUS]);
 	json_t *bytes = json_pack("{s:I, s:I}", "read", (json_int_t)vs.bytes_read, "write",
-				  (json_int_t)vs.bytes_written);
-	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
-			 "s:I, s:I, s:I, s:I}",
-			 "name", vc->name, "role",
-			 d->repls[i] ? repl_role_name(repl_role(d->repls[i])) : "standalone",
-			 "backing", vc->backing, "size",
-			 (json_int_t)volume_size(d->vols[i]), "socket", vc->nbd_socket, "tcp",
-			 vc->nbd_listen, "read_only", vc->read_only, "direct_io", vc->direct_io,
-			 "clients", (int)ns.clients, "connections_total",
-			 (json_int_t)ns.connections, "rejected", (json_int_t)ns.rejected,
-			 "requests", req, "bytes", bytes, "errors",
-			 (json_int_t)(vs.errors + ns.invalid_requests + ns.protocol_errors),
-			 "io_errors", (json_int_t)vs.errors, "invalid_requests",
-			 (json_int_t)ns.invalid_requests, "protocol_errors",
-			 (json_int_t)ns.protocol_errors, "in_flight", (json_int_t)ns.in_flight);
+	                          (json_int_t)vs.bytes_written);
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
+	    "s:I, s:I, s:I, s:I}",
+	    "name", vc->name, "role",
+	    d->repls[i] ? repl_role_name(repl_role(d->repls[i])) : "standalone", "backing",
+	    vc->backing, "size", (json_int_t)volume_size(d->vols[i]), "socket", vc->nbd_socket,
+	    "tcp", vc->nbd_listen, "read_only", vc->read_only, "direct_io", vc->direct_io,
+	    "clients", (int)ns.clients, "connections_total", (json_int_t)ns.connections, "rejected",
+	    (json_int_t)ns.rejected, "requests", req, "bytes", bytes, "errors",
+	    (json_int_t)(vs.errors + ns.invalid_requests + ns.protocol_errors), "io_errors",
+	    (json_int_t)vs.errors, "invalid_requests", (json_int_t)ns.invalid_requests,
+	    "protocol_errors", (json_int_t)ns.protocol_errors, "in_flight",
+	    (json_int_t)ns.in_flight);
 	if (o && d->repls[i]) {
 		json_t *rj = repl_status_json(d->repls[i]);
 		if (rj)
@@ -264,7 +298,7 @@ static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
 		}
 	}
 	return json_pack("{s:s, s:i, s:s, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
-			 "io_engine", io_engine_name(d->io), "volumes", vols);
+	                 "io_engine", io_engine_name(d->io), "volumes", vols);
 }
 
 static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
@@ -288,8 +322,8 @@ static ssize_t cmd_volume(struct hakd *d, json_t *req, char *err, size_t errlen)
 		if (strcmp(volume_name(d->vols[i]), name) != 0)
 			continue;
 		if (!d->repls[i]) {
-			snprintf(err, errlen, "Volume %s is not replicated (no nodes are configured).",
-				 name);
+			snprintf(err, errlen,
+			         "Volume %s is not replicated (no nodes are configured).", name);
 			return -1;
 		}
 		return (ssize_t)i;
@@ -319,8 +353,9 @@ static json_t *cmd_role(void *ctx, json_t *req, char *err, size_t errlen)
 		rc = repl_disconnect(r, err, errlen);
 	} else {
 		if (!json_is_true(json_object_get(req, "discard_local"))) {
-			snprintf(err, errlen, "resolve needs --discard-local on the node whose changes "
-					      "are to be dropped.");
+			snprintf(err, errlen,
+			         "resolve needs --discard-local on the node whose changes "
+			         "are to be dropped.");
 			return NULL;
 		}
 		rc = repl_resolve_discard_local(r, err, errlen);
@@ -353,8 +388,8 @@ static void shutdown_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	if (ev_now(loop) - d->shutdown_start > SHUTDOWN_GRACE) {
 		log_err("Requests were still in flight %.0f s after the shutdown request; exiting "
-			"anyway.",
-			SHUTDOWN_GRACE);
+		        "anyway.",
+		        SHUTDOWN_GRACE);
 		d->exit_code = 1;
 		ev_timer_stop(loop, w);
 		ev_break(loop, EVBREAK_ALL);
@@ -366,7 +401,8 @@ static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 	struct hakd *d = w->data;
 	(void)revents;
 	if (w->signum == SIGHUP) {
-		log_notice("SIGHUP received; configuration reload is not supported yet, ignoring it.");
+		log_notice(
+		    "SIGHUP received; configuration reload is not supported yet, ignoring it.");
 		return;
 	}
 	if (ev_is_active(&d->shutdown_poll))
@@ -385,7 +421,7 @@ static void process_setup(void)
 {
 	if (prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) < 0)
 		log_debug("PR_SET_IO_FLUSHER is not available (%s); continuing without it.",
-			  strerror(errno));
+		          strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
 }
 
@@ -405,23 +441,27 @@ static int hakd_start(struct hakd *d)
 	}
 	for (size_t i = 0; i < cfg->n_volumes; i++) {
 		const struct hak_volume_cfg *vc = &cfg->volumes[i];
-		struct nbd_server_opts o = { .unix_path = vc->nbd_socket,
-					     .tcp_listen = vc->nbd_listen,
-					     .max_clients = cfg->max_clients };
+		struct nbd_server_opts o = {.unix_path = vc->nbd_socket,
+		                            .tcp_listen = vc->nbd_listen,
+		                            .max_clients = cfg->max_clients};
 		struct vol_slot *sl = &d->slots[d->n];
 		if (volume_open(vc, d->io, &d->vols[d->n]) < 0)
 			return -1;
 		sl->d = d;
 		sl->i = d->n;
 		snprintf(sl->refuse, sizeof(sl->refuse),
-			 "node %s is secondary for volume %s; use the primary", d->self ? d->self->name : "?",
-			 vc->name);
+		         "node %s is secondary for volume %s; use the primary",
+		         d->self ? d->self->name : "?", vc->name);
 		if (d->self) {
 			char err[512];
-			struct repl_params rp = { .loop = d->loop, .io = d->io, .vcfg = vc,
-						  .self = d->self, .peer = d->peer,
-						  .vol = d->vols[d->n], .role_changed = role_changed,
-						  .ctx = sl };
+			struct repl_params rp = {.loop = d->loop,
+			                         .io = d->io,
+			                         .vcfg = vc,
+			                         .self = d->self,
+			                         .peer = d->peer,
+			                         .vol = d->vols[d->n],
+			                         .role_changed = role_changed,
+			                         .ctx = sl};
 			if (repl_create(&rp, &d->repls[d->n], err, sizeof(err)) < 0) {
 				log_err("%s", err);
 				volume_close(d->vols[d->n]);
@@ -442,8 +482,8 @@ static int hakd_start(struct hakd *d)
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
 	    control_register(d->ctl, "version", cmd_version, d) < 0)
 		return -1;
-	static const char *const role_cmds[] = { "primary", "secondary", "connect", "disconnect",
-						 "resolve" };
+	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
+	                                        "resolve"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
 		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
 			return -1;
@@ -456,7 +496,8 @@ static void hakd_stop(struct hakd *d)
 	for (size_t i = 0; i < d->n; i++)
 		repl_shutdown(d->repls[i]);
 	if (d->io && io_drain(d->io, SHUTDOWN_GRACE) < 0) {
-		log_err("The backing store did not complete its requests in %.0f s.", SHUTDOWN_GRACE);
+		log_err("The backing store did not complete its requests in %.0f s.",
+		        SHUTDOWN_GRACE);
 		d->exit_code = 1;
 	}
 	for (size_t i = 0; i < d->n; i++) {
@@ -485,8 +526,8 @@ static int write_pidfile(const char *path)
 
 int main(int argc, char **argv)
 {
-	struct args a = { 0 };
-	struct hakd d = { 0 };
+	struct args a = {0};
+	struct hakd d = {0};
 
 	if (args_parse(argc, argv, &a) < 0)
 		return 1;
@@ -522,12 +563,13 @@ int main(int argc, char **argv)
 		d.exit_code = 1;
 	} else {
 		log_notice("hakd %s started with %zu volume(s), I/O engine %s, control socket %s.",
-			   HAK_VERSION, d.n, io_engine_name(d.io), d.cfg->control_socket);
+		           HAK_VERSION, d.n, io_engine_name(d.io), d.cfg->control_socket);
 		ev_run(d.loop, 0);
 	}
 	hakd_stop(&d);
 	if (d.exit_code == 0)
-		log_notice("hakd stopped cleanly: every request was answered and the data flushed.");
+		log_notice(
+		    "hakd stopped cleanly: every request was answered and the data flushed.");
 	if (a.pidfile)
 		unlink(a.pidfile);
 	config_free(d.cfg);

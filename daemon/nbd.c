@@ -23,11 +23,11 @@
 #include "transport.h"
 #include "volume.h"
 
-#define IN_BUF_SIZE	 (64u * 1024u)
-#define MAX_INFLIGHT	 256u		/* requests per connection before reading pauses */
-#define MAX_INFLIGHT_MEM (64u << 20)	/* payload bytes per connection before reading pauses */
-#define MAP_MAX		 64u		/* extents per BLOCK_STATUS / structured READ */
-#define HOLE_SCAN_MIN	 (64u * 1024u)	/* structured reads this big look for holes first */
+#define IN_BUF_SIZE      (64u * 1024u)
+#define MAX_INFLIGHT     256u          /* requests per connection before reading pauses */
+#define MAX_INFLIGHT_MEM (64u << 20)   /* payload bytes per connection before reading pauses */
+#define MAP_MAX          64u           /* extents per BLOCK_STATUS / structured READ */
+#define HOLE_SCAN_MIN    (64u * 1024u) /* structured reads this big look for holes first */
 #define READS_PER_WAKEUP 8
 
 struct nbd_conn;
@@ -115,14 +115,6 @@ static void out_push(struct nbd_conn *c, struct outq_item *it)
 	conn_mark_dirty(c);
 }
 
-/* Negotiation replies: the item owns a heap buffer. */
-static void heap_item_sent(struct outq_item *it, int err)
-{
-	(void)err;
-	free((void *)it->data);
-	free(it);
-}
-
 static int out_push_heap(struct nbd_conn *c, struct nbd_buf *b)
 {
 	if (b->len == 0) {
@@ -134,7 +126,7 @@ static int out_push_heap(struct nbd_conn *c, struct nbd_buf *b)
 		return -1;
 	it->data = b->data;
 	it->data_len = b->len;
-	it->sent = heap_item_sent;
+	it->sent = outq_free_item_and_data;
 	b->data = NULL;
 	b->len = b->cap = 0;
 	out_push(c, it);
@@ -153,8 +145,8 @@ static void creq_free(struct nbd_creq *q)
 		free(q->items);
 	free(q);
 	/* Resume a connection that paused because too much was in flight. */
-	if (c->read_paused && !c->stop_reading && c->state != C_CLOSED && c->in_flight < MAX_INFLIGHT / 2 &&
-	    c->inflight_mem < MAX_INFLIGHT_MEM / 2) {
+	if (c->read_paused && !c->stop_reading && c->state != C_CLOSED &&
+	    c->in_flight < MAX_INFLIGHT / 2 && c->inflight_mem < MAX_INFLIGHT_MEM / 2) {
 		c->read_paused = false;
 		ev_io_start(c->srv->loop, &c->rio);
 		conn_process(c);
@@ -256,10 +248,10 @@ static void conn_close(struct nbd_conn *c, const char *why)
 		return;
 	if (why)
 		log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL, "Closing client %llu: %s.",
-			(unsigned long long)c->id, why);
+		        (unsigned long long)c->id, why);
 	else
 		log_vol(LOG_LVL_DEBUG, c->srv->exp.name, NULL, "Client %llu disconnected.",
-			(unsigned long long)c->id);
+		        (unsigned long long)c->id);
 	c->state = C_CLOSED;
 	ev_io_stop(loop, &c->rio);
 	ev_io_stop(loop, &c->wio);
@@ -280,7 +272,7 @@ static void conn_protocol_error(struct nbd_conn *c, const char *why)
 {
 	c->srv->st.protocol_errors++;
 	log_vol(LOG_LVL_WARN, c->srv->exp.name, NULL, "Client %llu violated the protocol: %s.",
-		(unsigned long long)c->id, why);
+	        (unsigned long long)c->id, why);
 	conn_close(c, NULL);
 }
 
@@ -327,7 +319,7 @@ static void creq_reply_status(struct nbd_creq *q, uint32_t err)
 	if (err && q->conn->neg.structured) {
 		static const char msg[] = "request failed";
 		nbd_chunk_header(it->hdr, q->r.cookie, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_ERROR,
-				 4 + 2 + sizeof(msg) - 1);
+		                 4 + 2 + sizeof(msg) - 1);
 		nbd_put32(it->hdr + 20, err);
 		nbd_put16(it->hdr + 24, sizeof(msg) - 1);
 		it->hdr_len = 26;
@@ -381,7 +373,8 @@ static void creq_reply_read(struct nbd_creq *q)
 		item_data(it, q, off, q->r.length);
 		k = 1;
 	} else {
-		/* One chunk per extent of the hole scan; whatever the scan did not cover is data. */
+		/* One chunk per extent of the hole scan; whatever the scan did not cover is data.
+		 */
 		struct outq_item *items = calloc(n + 1, sizeof(*items));
 		if (!items) {
 			item_data(it, q, off, q->r.length);
@@ -389,7 +382,8 @@ static void creq_reply_read(struct nbd_creq *q)
 		} else {
 			q->items = items;
 			for (unsigned i = 0; i < n && off < end; i++) {
-				uint64_t len = q->map[i].len < end - off ? q->map[i].len : end - off;
+				uint64_t len =
+				    q->map[i].len < end - off ? q->map[i].len : end - off;
 				if (q->map[i].hole)
 					item_hole(&items[k++], q, off, len);
 				else
@@ -400,7 +394,8 @@ static void creq_reply_read(struct nbd_creq *q)
 				item_data(&items[k++], q, off, end - off);
 		}
 	}
-	if (k == 0) { /* cannot happen for a validated (non-empty) read; keeps the reply well-formed */
+	if (k ==
+	    0) { /* cannot happen for a validated (non-empty) read; keeps the reply well-formed */
 		item_data(&q->items[0], q, q->r.offset, q->r.length);
 		k = 1;
 	}
@@ -426,12 +421,12 @@ static void creq_reply_block_status(struct nbd_creq *q)
 	for (unsigned i = 0; i < n; i++) {
 		nbd_put32(q->bs_payload + 4 + 8 * i, (uint32_t)q->map[i].len);
 		nbd_put32(q->bs_payload + 8 + 8 * i,
-			  q->map[i].hole ? (NBD_STATE_HOLE | NBD_STATE_ZERO) : 0);
+		          q->map[i].hole ? (NBD_STATE_HOLE | NBD_STATE_ZERO) : 0);
 	}
 	struct outq_item *it = &q->items[0];
 	memset(it, 0, sizeof(*it));
 	nbd_chunk_header(it->hdr, q->r.cookie, NBD_REPLY_FLAG_DONE, NBD_REPLY_TYPE_BLOCK_STATUS,
-			 (uint32_t)(4 + 8 * n));
+	                 (uint32_t)(4 + 8 * n));
 	it->hdr_len = NBD_STRUCT_REPLY_SIZE;
 	it->data = q->bs_payload;
 	it->data_len = 4 + 8 * (size_t)n;
@@ -454,8 +449,9 @@ static void creq_done(struct vol_io *vio)
 			vio->map_count = 0; /* the hole scan is an optimisation only */
 		} else {
 			log_vol(LOG_LVL_WARN, q->conn->srv->exp.name, NULL,
-				"%s of %u bytes at offset %llu failed: %s.", nbd_cmd_name(q->r.type),
-				q->r.length, (unsigned long long)q->r.offset, strerror(vio->err));
+			        "%s of %u bytes at offset %llu failed: %s.",
+			        nbd_cmd_name(q->r.type), q->r.length,
+			        (unsigned long long)q->r.offset, strerror(vio->err));
 			creq_reply_status(q, nbd_errno_to_nbd(vio->err));
 			return;
 		}
@@ -465,8 +461,7 @@ static void creq_done(struct vol_io *vio)
 		if (vio->op == VOL_BLOCK_STATUS) {
 			q->phase = 1;
 			q->scan_count = vio->map_count;
-			if (vio->map_count == 1 && q->map[0].hole &&
-			    q->map[0].len >= q->r.length) {
+			if (vio->map_count == 1 && q->map[0].hole && q->map[0].len >= q->r.length) {
 				q->all_hole = true; /* nothing to read */
 				creq_reply_read(q);
 				return;
@@ -509,14 +504,17 @@ static void creq_submit(struct nbd_creq *q, enum vol_op op)
 static void conn_start_request(struct nbd_conn *c, struct nbd_creq *q)
 {
 	static const enum vol_op ops[] = {
-		[NBD_CMD_READ] = VOL_READ,   [NBD_CMD_WRITE] = VOL_WRITE,
-		[NBD_CMD_FLUSH] = VOL_FLUSH, [NBD_CMD_TRIM] = VOL_TRIM,
-		[NBD_CMD_CACHE] = VOL_CACHE, [NBD_CMD_WRITE_ZEROES] = VOL_ZERO,
-		[NBD_CMD_BLOCK_STATUS] = VOL_BLOCK_STATUS,
+	    [NBD_CMD_READ] = VOL_READ,
+	    [NBD_CMD_WRITE] = VOL_WRITE,
+	    [NBD_CMD_FLUSH] = VOL_FLUSH,
+	    [NBD_CMD_TRIM] = VOL_TRIM,
+	    [NBD_CMD_CACHE] = VOL_CACHE,
+	    [NBD_CMD_WRITE_ZEROES] = VOL_ZERO,
+	    [NBD_CMD_BLOCK_STATUS] = VOL_BLOCK_STATUS,
 	};
 	(void)c;
-	if (q->r.type == NBD_CMD_READ && c->neg.structured &&
-	    !(q->r.flags & NBD_CMD_FLAG_DF) && q->r.length >= HOLE_SCAN_MIN) {
+	if (q->r.type == NBD_CMD_READ && c->neg.structured && !(q->r.flags & NBD_CMD_FLAG_DF) &&
+	    q->r.length >= HOLE_SCAN_MIN) {
 		q->phase = 0;
 		creq_submit(q, VOL_BLOCK_STATUS);
 		return;
@@ -536,9 +534,9 @@ static void conn_reply_error(struct nbd_conn *c, const struct nbd_request *r, ui
 	struct nbd_creq *q = creq_new(c, r, 0);
 	c->srv->st.invalid_requests++;
 	log_vol(LOG_LVL_DEBUG, c->srv->exp.name, NULL,
-		"Client %llu: %s offset=%llu length=%u flags=0x%x refused with NBD error %u.",
-		(unsigned long long)c->id, nbd_cmd_name(r->type), (unsigned long long)r->offset,
-		r->length, r->flags, err);
+	        "Client %llu: %s offset=%llu length=%u flags=0x%x refused with NBD error %u.",
+	        (unsigned long long)c->id, nbd_cmd_name(r->type), (unsigned long long)r->offset,
+	        r->length, r->flags, err);
 	if (!q) {
 		conn_close(c, "out of memory while refusing a request");
 		return;
@@ -554,8 +552,7 @@ static bool conn_tx_header(struct nbd_conn *c)
 		return false;
 	if (nbd_request_decode(c->in + c->in_pos, &r) < 0) {
 		char why[96];
-		snprintf(why, sizeof(why), "bad request magic 0x%08x",
-			 nbd_be32(c->in + c->in_pos));
+		snprintf(why, sizeof(why), "bad request magic 0x%08x", nbd_be32(c->in + c->in_pos));
 		conn_protocol_error(c, why);
 		return false;
 	}
@@ -659,9 +656,9 @@ static void conn_enter_transmission(struct nbd_conn *c)
 	ev_timer_stop(c->srv->loop, &c->hs_timer);
 	c->state = C_TX_HDR;
 	log_vol(LOG_LVL_DEBUG, c->srv->exp.name, NULL,
-		"Client %llu entered transmission (structured replies %s, base:allocation %s).",
-		(unsigned long long)c->id, c->neg.structured ? "on" : "off",
-		c->neg.meta_alloc ? "on" : "off");
+	        "Client %llu entered transmission (structured replies %s, base:allocation %s).",
+	        (unsigned long long)c->id, c->neg.structured ? "on" : "off",
+	        c->neg.meta_alloc ? "on" : "off");
 }
 
 static void conn_option_done(struct nbd_conn *c, int rc, struct nbd_buf *out)
@@ -681,10 +678,11 @@ static void conn_option_done(struct nbd_conn *c, int rc, struct nbd_buf *out)
 		c->stop_reading = true;
 		ev_io_stop(c->srv->loop, &c->rio);
 		if (c->opt == NBD_OPT_EXPORT_NAME)
-			log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL,
-				"Client %llu asked for an export that is not available here with "
-				"NBD_OPT_EXPORT_NAME; closing, as that option allows no error reply.",
-				(unsigned long long)c->id);
+			log_vol(
+			    LOG_LVL_INFO, c->srv->exp.name, NULL,
+			    "Client %llu asked for an export that is not available here with "
+			    "NBD_OPT_EXPORT_NAME; closing, as that option allows no error reply.",
+			    (unsigned long long)c->id);
 		break;
 	default:
 		c->state = C_HS_OPT_HDR;
@@ -696,7 +694,7 @@ static bool conn_hs_step(struct nbd_conn *c)
 {
 	size_t avail = c->in_len - c->in_pos;
 	const uint8_t *p = c->in + c->in_pos;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	char why[128];
 
 	switch (c->state) {
@@ -743,7 +741,7 @@ static bool conn_hs_step(struct nbd_conn *c)
 		if (c->opt_got < c->opt_len)
 			return false;
 		conn_option_done(c, nbd_neg_option(&c->neg, c->opt, c->opt_data, c->opt_len, &out),
-				 &out);
+		                 &out);
 		return c->state != C_CLOSED && !c->stop_reading;
 	}
 	case C_HS_OPT_DISCARD: {
@@ -786,7 +784,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			/* Large payloads go straight into the request buffer. */
 			struct nbd_creq *q = c->cur;
 			r = read(c->fd, (uint8_t *)q->buf + c->payload_got,
-				 q->r.length - c->payload_got);
+			         q->r.length - c->payload_got);
 			if (r > 0) {
 				c->payload_got += (uint32_t)r;
 				if (c->payload_got == q->r.length) {
@@ -813,7 +811,8 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		if (r == 0) {
 			if (c->cur) {
-				/* Hung up in the middle of a write payload: that write never runs. */
+				/* Hung up in the middle of a write payload: that write never runs.
+				 */
 				struct nbd_creq *q = c->cur;
 				c->cur = NULL;
 				q->unsent = 0;
@@ -825,8 +824,9 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 				ev_io_stop(c->srv->loop, &c->rio);
 				conn_mark_dirty(c);
 			} else {
-				conn_close(c, c->state < C_TX_HDR ? "it hung up during the handshake"
-								   : NULL);
+				conn_close(c, c->state < C_TX_HDR
+				                  ? "it hung up during the handshake"
+				                  : NULL);
 			}
 			return;
 		}
@@ -867,14 +867,15 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_vol(LOG_LVL_WARN, s->exp.name, NULL,
-					"Accepting an NBD client failed: %s.", strerror(errno));
+				        "Accepting an NBD client failed: %s.", strerror(errno));
 			return;
 		}
 		if (s->shutting_down || s->st.clients >= s->opts.max_clients) {
 			s->st.rejected++;
-			log_vol(LOG_LVL_WARN, s->exp.name, NULL,
-				"Refusing an NBD client: %u clients are connected (max-clients %u).",
-				s->st.clients, s->opts.max_clients);
+			log_vol(
+			    LOG_LVL_WARN, s->exp.name, NULL,
+			    "Refusing an NBD client: %u clients are connected (max-clients %u).",
+			    s->st.clients, s->opts.max_clients);
 			close(fd);
 			continue;
 		}
@@ -912,16 +913,16 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ev_timer_start(loop, &c->hs_timer);
 		nbd_greeting(greet->hdr);
 		greet->hdr_len = 18;
-		greet->sent = heap_item_sent; /* data is NULL: frees just the item */
+		greet->sent = outq_free_item_and_data; /* data is NULL: frees just the item */
 		out_push(c, greet);
 		log_vol(LOG_LVL_DEBUG, s->exp.name, NULL, "Client %llu connected.",
-			(unsigned long long)c->id);
+		        (unsigned long long)c->id);
 	}
 }
 
 static int listen_unix(const char *path)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd = -1, saved;
 	if (strlen(path) >= sizeof(sa.sun_path)) {
 		errno = ENAMETOOLONG;
@@ -944,7 +945,7 @@ fail:
 }
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
-		      struct nbd_server **out)
+                      struct nbd_server **out)
 {
 	const struct hak_volume_cfg *cfg = volume_cfg(vol);
 	struct nbd_server *s = calloc(1, sizeof(*s));
@@ -980,14 +981,14 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->lfd[0] = listen_unix(o->unix_path);
 	if (s->lfd[0] < 0) {
 		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot listen on UNIX socket %s: %s.",
-			o->unix_path, strerror(errno));
+		        o->unix_path, strerror(errno));
 		goto fail;
 	}
 	if (o->tcp_listen) {
 		s->lfd[1] = tcp_listen_addr(o->tcp_listen, 0);
 		if (s->lfd[1] < 0) {
 			log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot listen on TCP %s: %s.",
-				o->tcp_listen, strerror(errno));
+			        o->tcp_listen, strerror(errno));
 			goto fail;
 		}
 	}
@@ -1002,10 +1003,10 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->prep.data = s;
 	ev_prepare_start(loop, &s->prep);
 	log_vol(LOG_LVL_INFO, cfg->name, NULL,
-		"Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s.", cfg->backing,
-		(unsigned long long)s->exp.size, s->exp.min_block, s->exp.pref_block,
-		s->exp.max_payload, o->unix_path, o->tcp_listen ? " and TCP " : "",
-		o->tcp_listen ? o->tcp_listen : "");
+	        "Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s.", cfg->backing,
+	        (unsigned long long)s->exp.size, s->exp.min_block, s->exp.pref_block,
+	        s->exp.max_payload, o->unix_path, o->tcp_listen ? " and TCP " : "",
+	        o->tcp_listen ? o->tcp_listen : "");
 	*out = s;
 	return 0;
 fail:
@@ -1067,7 +1068,8 @@ void nbd_server_destroy(struct nbd_server *s)
 		struct nbd_conn *c = s->conns;
 		conn_close(c, NULL);
 		if (c->in_flight)
-			break; /* cannot free buffers the volume still holds; leak rather than crash */
+			break; /* cannot free buffers the volume still holds; leak rather than crash
+			        */
 		s->dirty = NULL;
 		conn_free(c);
 	}

@@ -19,23 +19,23 @@ struct volume;
 struct nbd_server;
 
 struct nbd_server_opts {
-	const char *unix_path;	 /* required: UNIX socket path (removed and re-created) */
-	const char *tcp_listen;	 /* optional "ADDR:PORT" or "[V6]:PORT" */
-	unsigned max_clients;	 /* connections beyond this are closed at once */
+	const char *unix_path;    /* required: UNIX socket path (removed and re-created) */
+	const char *tcp_listen;   /* optional "ADDR:PORT" or "[V6]:PORT" */
+	unsigned max_clients;     /* connections beyond this are closed at once */
 	double handshake_timeout; /* seconds a client may spend before transmission */
 };
 
 struct nbd_server_stats {
-	unsigned clients;	   /* connections open now */
-	uint64_t connections;	   /* accepted since start */
-	uint64_t rejected;	   /* closed at accept because of max_clients */
+	unsigned clients;          /* connections open now */
+	uint64_t connections;      /* accepted since start */
+	uint64_t rejected;         /* closed at accept because of max_clients */
 	uint64_t protocol_errors;  /* connections dropped for violating the protocol */
 	uint64_t invalid_requests; /* requests answered with an error before any I/O */
-	uint64_t in_flight;	   /* requests submitted and not yet replied to */
+	uint64_t in_flight;        /* requests submitted and not yet replied to */
 };
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
-		      struct nbd_server **out);
+                      struct nbd_server **out);
 /* Refuse new exports with reason (NULL to accept again); e.g. "this node is secondary". */
 void nbd_server_set_refuse(struct nbd_server *s, const char *reason);
 /* Stop accepting and reading; connections close once their in-flight requests are answered. */

@@ -53,7 +53,7 @@ int nbd_client_flags(struct nbd_neg *neg, uint32_t flags)
 }
 
 static int opt_reply(struct nbd_buf *out, uint32_t opt, uint32_t type, const void *data,
-		     uint32_t len)
+                     uint32_t len)
 {
 	uint8_t h[NBD_OPT_REPLY_HDR_SIZE];
 	nbd_put64(h, NBD_MAGIC_OPT_REPLY);
@@ -66,7 +66,7 @@ static int opt_reply(struct nbd_buf *out, uint32_t opt, uint32_t type, const voi
 }
 
 static int opt_error(struct nbd_buf *out, uint32_t opt, uint32_t type, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 static int opt_error(struct nbd_buf *out, uint32_t opt, uint32_t type, const char *fmt, ...)
 {
 	char msg[512];
@@ -84,7 +84,7 @@ static int opt_error(struct nbd_buf *out, uint32_t opt, uint32_t type, const cha
 uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e)
 {
 	uint16_t f = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
-		     NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
+	             NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
 	if (e->read_only)
 		f |= NBD_FLAG_READ_ONLY;
 	else
@@ -116,7 +116,7 @@ static int opt_list(struct nbd_neg *neg, uint32_t len, struct nbd_buf *out)
 {
 	if (len != 0)
 		return opt_error(out, NBD_OPT_LIST, NBD_REP_ERR_INVALID,
-				 "NBD_OPT_LIST carries no data, but %u bytes were sent.", len);
+		                 "NBD_OPT_LIST carries no data, but %u bytes were sent.", len);
 	for (size_t i = 0; i < neg->n_list; i++) {
 		const struct nbd_export *e = neg->list[i];
 		size_t nl = strlen(e->name);
@@ -143,7 +143,7 @@ static int info_reply(struct nbd_buf *out, uint32_t opt, const void *p, uint32_t
 }
 
 static int send_infos(struct nbd_neg *neg, uint32_t opt, const struct nbd_export *e,
-		      const uint8_t *reqs, uint16_t nreqs, struct nbd_buf *out)
+                      const uint8_t *reqs, uint16_t nreqs, struct nbd_buf *out)
 {
 	uint8_t b[14];
 	for (uint16_t i = 0; i < nreqs; i++) {
@@ -189,34 +189,36 @@ static int send_infos(struct nbd_neg *neg, uint32_t opt, const struct nbd_export
 }
 
 static int opt_info_go(struct nbd_neg *neg, uint32_t opt, const uint8_t *d, uint32_t len,
-		       struct nbd_buf *out)
+                       struct nbd_buf *out)
 {
 	const char *oname = opt == NBD_OPT_GO ? "NBD_OPT_GO" : "NBD_OPT_INFO";
 	char shown[80];
 	if (len < 6)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "%s data is %u bytes, shorter than the 6-byte minimum.", oname, len);
+		                 "%s data is %u bytes, shorter than the 6-byte minimum.", oname,
+		                 len);
 	uint32_t nl = nbd_be32(d);
 	if (nl > NBD_MAX_STRING || (uint64_t)nl + 6 > len)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "%s export name length %u does not fit in %u bytes of data.", oname,
-				 nl, len);
+		                 "%s export name length %u does not fit in %u bytes of data.",
+		                 oname, nl, len);
 	uint16_t nreq = nbd_be16(d + 4 + nl);
 	if ((uint64_t)4 + nl + 2 + 2u * nreq != len)
-		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "%s announces %u information requests, but the data length %u does "
-				 "not match.",
-				 oname, nreq, len);
+		return opt_error(
+		    out, opt, NBD_REP_ERR_INVALID,
+		    "%s announces %u information requests, but the data length %u does "
+		    "not match.",
+		    oname, nreq, len);
 	name_copy(shown, sizeof(shown), d + 4, nl);
 	const struct nbd_export *e = neg_lookup(neg, d + 4, nl);
 	if (!e)
 		return opt_error(out, opt, NBD_REP_ERR_UNKNOWN,
-				 "Export '%s' is not served on this socket.", shown);
+		                 "Export '%s' is not served on this socket.", shown);
 	if (e->refuse_reason)
 		return opt_error(out, opt, NBD_REP_ERR_POLICY, "Export '%s' is not available: %s",
-				 e->name, e->refuse_reason);
-	if (neg->meta_alloc && (strlen(neg->meta_export) != nl ||
-				memcmp(neg->meta_export, d + 4, nl) != 0)) {
+		                 e->name, e->refuse_reason);
+	if (neg->meta_alloc &&
+	    (strlen(neg->meta_export) != nl || memcmp(neg->meta_export, d + 4, nl) != 0)) {
 		/* The context was selected for another export: it does not carry over. */
 		neg->meta_alloc = false;
 	}
@@ -229,8 +231,7 @@ static int opt_info_go(struct nbd_neg *neg, uint32_t opt, const uint8_t *d, uint
 	return NBD_OPT_CONTINUE;
 }
 
-static int opt_export_name(struct nbd_neg *neg, const uint8_t *d, uint32_t len,
-			   struct nbd_buf *out)
+static int opt_export_name(struct nbd_neg *neg, const uint8_t *d, uint32_t len, struct nbd_buf *out)
 {
 	const struct nbd_export *e = len <= NBD_MAX_STRING ? neg_lookup(neg, d, len) : NULL;
 	if (!e || e->refuse_reason)
@@ -246,42 +247,44 @@ static int opt_export_name(struct nbd_neg *neg, const uint8_t *d, uint32_t len,
 }
 
 static int opt_meta(struct nbd_neg *neg, uint32_t opt, const uint8_t *d, uint32_t len,
-		    struct nbd_buf *out)
+                    struct nbd_buf *out)
 {
 	bool set = opt == NBD_OPT_SET_META_CONTEXT;
 	char shown[80];
 	if (!neg->structured)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "Meta contexts need NBD_OPT_STRUCTURED_REPLY first.");
+		                 "Meta contexts need NBD_OPT_STRUCTURED_REPLY first.");
 	if (len < 8)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "Meta context data is %u bytes, shorter than the 8-byte minimum.", len);
+		                 "Meta context data is %u bytes, shorter than the 8-byte minimum.",
+		                 len);
 	uint32_t nl = nbd_be32(d);
 	if (nl > NBD_MAX_STRING || (uint64_t)nl + 8 > len)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "Meta context export name length %u does not fit in %u bytes.", nl,
-				 len);
+		                 "Meta context export name length %u does not fit in %u bytes.", nl,
+		                 len);
 	uint32_t nq = nbd_be32(d + 4 + nl);
 	/* Walk the queries once to validate the framing before answering anything. */
 	uint64_t pos = 8 + (uint64_t)nl;
 	for (uint32_t i = 0; i < nq; i++) {
 		if (pos + 4 > len)
 			return opt_error(out, opt, NBD_REP_ERR_INVALID,
-					 "Meta context query %u is truncated.", i);
+			                 "Meta context query %u is truncated.", i);
 		uint32_t ql = nbd_be32(d + pos);
 		if (ql > NBD_MAX_STRING || pos + 4 + ql > len)
 			return opt_error(out, opt, NBD_REP_ERR_INVALID,
-					 "Meta context query %u has length %u beyond the data.", i, ql);
+			                 "Meta context query %u has length %u beyond the data.", i,
+			                 ql);
 		pos += 4 + ql;
 	}
 	if (pos != len)
 		return opt_error(out, opt, NBD_REP_ERR_INVALID,
-				 "Meta context data has %llu trailing bytes.",
-				 (unsigned long long)(len - pos));
+		                 "Meta context data has %llu trailing bytes.",
+		                 (unsigned long long)(len - pos));
 	name_copy(shown, sizeof(shown), d + 4, nl);
 	if (!neg_lookup(neg, d + 4, nl))
 		return opt_error(out, opt, NBD_REP_ERR_UNKNOWN,
-				 "Export '%s' is not served on this socket.", shown);
+		                 "Export '%s' is not served on this socket.", shown);
 	if (set)
 		neg->meta_alloc = false;
 	uint8_t rep[4 + sizeof(META_ALLOC) - 1];
@@ -312,7 +315,7 @@ static int opt_meta(struct nbd_neg *neg, uint32_t opt, const uint8_t *d, uint32_
 }
 
 int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint32_t len,
-		   struct nbd_buf *out)
+                   struct nbd_buf *out)
 {
 	int rc;
 	switch (opt) {
@@ -326,17 +329,18 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
 		break;
 	case NBD_OPT_STARTTLS:
 		rc = opt_error(out, opt, NBD_REP_ERR_POLICY,
-			       "TLS is not configured on this server; connect without TLS.");
+		               "TLS is not configured on this server; connect without TLS.");
 		break;
 	case NBD_OPT_INFO:
 	case NBD_OPT_GO:
 		return opt_info_go(neg, opt, data, len, out);
 	case NBD_OPT_STRUCTURED_REPLY:
 		if (len != 0) {
-			rc = opt_error(out, opt, NBD_REP_ERR_INVALID,
-				       "NBD_OPT_STRUCTURED_REPLY carries no data, but %u bytes were "
-				       "sent.",
-				       len);
+			rc =
+			    opt_error(out, opt, NBD_REP_ERR_INVALID,
+			              "NBD_OPT_STRUCTURED_REPLY carries no data, but %u bytes were "
+			              "sent.",
+			              len);
 			break;
 		}
 		neg->structured = true;
@@ -348,7 +352,7 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
 		break;
 	default:
 		rc = opt_error(out, opt, NBD_REP_ERR_UNSUP, "Option %u is not supported by hakd.",
-			       opt);
+		               opt);
 		break;
 	}
 	return rc < 0 ? -1 : NBD_OPT_CONTINUE;
@@ -360,7 +364,7 @@ int nbd_neg_too_big(struct nbd_neg *neg, uint32_t opt, struct nbd_buf *out)
 	if (opt == NBD_OPT_EXPORT_NAME)
 		return NBD_OPT_CLOSE;
 	if (opt_error(out, opt, NBD_REP_ERR_TOO_BIG,
-		      "Option %u data is larger than the %u-byte limit.", opt, NBD_OPT_MAX_LEN) < 0)
+	              "Option %u data is larger than the %u-byte limit.", opt, NBD_OPT_MAX_LEN) < 0)
 		return -1;
 	return NBD_OPT_CONTINUE;
 }
@@ -380,7 +384,7 @@ int nbd_request_decode(const uint8_t in[NBD_REQUEST_SIZE], struct nbd_request *o
 }
 
 uint32_t nbd_request_validate(const struct nbd_neg *neg, const struct nbd_export *e,
-			      const struct nbd_request *r)
+                              const struct nbd_request *r)
 {
 	uint16_t allowed = NBD_CMD_FLAG_FUA;
 	bool writes = false, payload = false, aligned = true;
@@ -428,7 +432,7 @@ uint32_t nbd_request_validate(const struct nbd_neg *neg, const struct nbd_export
 		return r->type == NBD_CMD_READ ? NBD_EOVERFLOW : NBD_EINVAL;
 	if (r->offset > e->size || e->size - r->offset < r->length)
 		return (r->type == NBD_CMD_WRITE || r->type == NBD_CMD_WRITE_ZEROES) ? NBD_ENOSPC
-										     : NBD_EINVAL;
+		                                                                     : NBD_EINVAL;
 	if (aligned && e->min_block > 1 &&
 	    ((r->offset % e->min_block) != 0 || (r->length % e->min_block) != 0))
 		return NBD_EINVAL;
@@ -464,8 +468,8 @@ uint32_t nbd_errno_to_nbd(int err)
 
 const char *nbd_cmd_name(uint16_t type)
 {
-	static const char *const names[] = { "READ",  "WRITE", "DISC",	       "FLUSH",
-					     "TRIM",  "CACHE", "WRITE_ZEROES", "BLOCK_STATUS" };
+	static const char *const names[] = {"READ", "WRITE", "DISC",         "FLUSH",
+	                                    "TRIM", "CACHE", "WRITE_ZEROES", "BLOCK_STATUS"};
 	return type < sizeof(names) / sizeof(names[0]) ? names[type] : "UNKNOWN";
 }
 
@@ -477,7 +481,7 @@ void nbd_simple_reply(uint8_t out[NBD_SIMPLE_REPLY_SIZE], uint64_t cookie, uint3
 }
 
 void nbd_chunk_header(uint8_t out[NBD_STRUCT_REPLY_SIZE], uint64_t cookie, uint16_t flags,
-		      uint16_t type, uint32_t len)
+                      uint16_t type, uint32_t len)
 {
 	nbd_put32(out, NBD_MAGIC_STRUCT_REPLY);
 	nbd_put16(out + 4, flags);

@@ -53,7 +53,8 @@ struct nbd_export {
 	uint32_t max_payload;
 	bool read_only;
 	bool rotational;
-	/* When set, GO/INFO/EXPORT_NAME are refused with this reason (e.g. the node is secondary). */
+	/* When set, GO/INFO/EXPORT_NAME are refused with this reason (e.g. the node is secondary).
+	 */
 	const char *refuse_reason;
 };
 
@@ -64,8 +65,8 @@ typedef const struct nbd_export *(*nbd_export_lookup_fn)(void *ctx, const char *
 struct nbd_neg {
 	uint32_t client_flags;
 	bool no_zeroes;
-	bool structured;   /* STRUCTURED_REPLY acknowledged */
-	bool meta_alloc;   /* base:allocation selected */
+	bool structured;                      /* STRUCTURED_REPLY acknowledged */
+	bool meta_alloc;                      /* base:allocation selected */
 	char meta_export[NBD_MAX_STRING + 1]; /* export the meta context was set for */
 	const struct nbd_export *chosen;      /* set when GO / EXPORT_NAME succeeds */
 	nbd_export_lookup_fn lookup;
@@ -94,7 +95,7 @@ enum nbd_opt_result {
 	NBD_OPT_CONTINUE = 0, /* replies appended; read the next option */
 	NBD_OPT_DONE_GO,      /* transmission starts after the appended replies */
 	NBD_OPT_DONE_EXPORT,  /* EXPORT_NAME accepted: appended its reply; transmission starts */
-	NBD_OPT_CLOSE,	      /* flush the appended replies (if any) and close */
+	NBD_OPT_CLOSE,        /* flush the appended replies (if any) and close */
 };
 
 /* Largest option payload we buffer; longer ones are discarded and answered ERR_TOO_BIG. */
@@ -105,7 +106,7 @@ enum nbd_opt_result {
  * Returns an nbd_opt_result, or -1 with errno=ENOMEM.
  */
 int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint32_t len,
-		   struct nbd_buf *out);
+                   struct nbd_buf *out);
 /* Reply to an option whose data was too large to buffer. */
 int nbd_neg_too_big(struct nbd_neg *neg, uint32_t opt, struct nbd_buf *out);
 /* Transmission flags for an export given the negotiated state. */
@@ -123,7 +124,7 @@ struct nbd_request {
 int nbd_request_decode(const uint8_t in[NBD_REQUEST_SIZE], struct nbd_request *out);
 /* 0 when the request may run, otherwise the NBD error code to reply with. */
 uint32_t nbd_request_validate(const struct nbd_neg *neg, const struct nbd_export *e,
-			      const struct nbd_request *r);
+                              const struct nbd_request *r);
 /* Map an errno from the I/O path to the NBD error code the spec asks for. */
 uint32_t nbd_errno_to_nbd(int err);
 const char *nbd_cmd_name(uint16_t type);
@@ -131,6 +132,6 @@ const char *nbd_cmd_name(uint16_t type);
 /* Encoders for transmission replies. */
 void nbd_simple_reply(uint8_t out[NBD_SIMPLE_REPLY_SIZE], uint64_t cookie, uint32_t err);
 void nbd_chunk_header(uint8_t out[NBD_STRUCT_REPLY_SIZE], uint64_t cookie, uint16_t flags,
-		      uint16_t type, uint32_t len);
+                      uint16_t type, uint32_t len);
 
 #endif

@@ -2,6 +2,7 @@
 #include "outq.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -51,7 +52,7 @@ int outq_flush(struct outq *q, int fd)
 				iov[n++].iov_len = it->data_len - s;
 			}
 		}
-		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
 		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -86,4 +87,17 @@ void outq_drop(struct outq *q, int err)
 	while (q->head)
 		outq_pop(q, err);
 	q->bytes = 0;
+}
+
+void outq_free_item(struct outq_item *it, int err)
+{
+	(void)err;
+	free(it);
+}
+
+void outq_free_item_and_data(struct outq_item *it, int err)
+{
+	(void)err;
+	free((void *)it->data);
+	free(it);
 }

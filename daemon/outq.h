@@ -17,7 +17,8 @@ struct outq_item {
 	const uint8_t *data;
 	size_t data_len;
 	size_t sent_bytes;
-	/* Called when fully written (err 0) or dropped (err = errno of the failure, or ECANCELED). */
+	/* Called when fully written (err 0) or dropped (err = errno of the failure, or ECANCELED).
+	 */
 	void (*sent)(struct outq_item *it, int err);
 	void *ctx;
 };
@@ -27,6 +28,11 @@ struct outq {
 	size_t bytes; /* queued and not yet written */
 	size_t items;
 };
+
+/* Ready-made sent() callbacks for heap-allocated items: free the item, or the item and its
+ * (malloc'ed) data. */
+void outq_free_item(struct outq_item *it, int err);
+void outq_free_item_and_data(struct outq_item *it, int err);
 
 void outq_push(struct outq *q, struct outq_item *it);
 /* Write what the socket takes. 0 when empty, 1 when the socket would block, -1 with errno. */

@@ -26,12 +26,12 @@
 #include "repl_int.h"
 #include "volume.h"
 
-static const char *const role_names[] = { "secondary", "primary" };
-static const char *const disk_names[] = { "UpToDate", "Outdated", "Inconsistent", "Diskless",
-					  "Failed" };
-static const char *const link_names[] = { "StandAlone", "Connecting", "Connected", "SyncSource",
-					  "SyncTarget" };
-static const char *const mode_names[] = { "sync", "memsync", "async" };
+static const char *const role_names[] = {"secondary", "primary"};
+static const char *const disk_names[] = {"UpToDate", "Outdated", "Inconsistent", "Diskless",
+                                         "Failed"};
+static const char *const link_names[] = {"StandAlone", "Connecting", "Connected", "SyncSource",
+                                         "SyncTarget"};
+static const char *const mode_names[] = {"sync", "memsync", "async"};
 
 const char *repl_role_name(enum repl_role x)
 {
@@ -76,9 +76,9 @@ static uint64_t fresh_gen(void)
 
 struct gen_ids repl_gen_local(const struct repl *r)
 {
-	struct gen_ids g = { .current = r->sb.gen_current,
-			     .bitmap = r->sb.gen_bitmap,
-			     .history = { r->sb.gen_history[0], r->sb.gen_history[1] } };
+	struct gen_ids g = {.current = r->sb.gen_current,
+	                    .bitmap = r->sb.gen_bitmap,
+	                    .history = {r->sb.gen_history[0], r->sb.gen_history[1]}};
 	if (r->crashed_primary)
 		g.flags |= GEN_F_CRASHED_PRIMARY;
 	if (r->sb.flags & META_F_CONSISTENT)
@@ -96,8 +96,8 @@ static void gen_store(struct repl *r, const struct gen_ids *g)
 
 int repl_write_sb(struct repl *r)
 {
-	uint32_t f = r->sb.flags & ~(META_F_UPTODATE | META_F_CONSISTENT | META_F_PRIMARY |
-				     META_F_SPLIT_BRAIN);
+	uint32_t f = r->sb.flags &
+	             ~(META_F_UPTODATE | META_F_CONSISTENT | META_F_PRIMARY | META_F_SPLIT_BRAIN);
 	if (r->disk == DISK_UPTODATE)
 		f |= META_F_UPTODATE | META_F_CONSISTENT;
 	else if (r->disk == DISK_OUTDATED)
@@ -113,7 +113,7 @@ int repl_write_sb(struct repl *r)
 	snprintf(r->sb.node, sizeof(r->sb.node), "%s", r->p.self->name);
 	if (meta_write_sb(r->meta, &r->sb) < 0) {
 		repl_log(r, LOG_LVL_ERR, "Writing the metadata superblock failed: %s.",
-			 strerror(errno));
+		         strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -143,12 +143,6 @@ static void async_copy_sent(struct outq_item *it, int err)
 	free(it);
 }
 
-static void plain_sent(struct outq_item *it, int err)
-{
-	(void)err;
-	free(it);
-}
-
 /* Queue the frame for pend p (id) on the data stream. */
 static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io *vio)
 {
@@ -164,18 +158,18 @@ static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io 
 		wire_hdr_encode(it->hdr, WIRE_BARRIER, 0, WIRE_ID_SIZE);
 		wire_put_id(it->hdr + WIRE_HDR_SIZE, id);
 		it->hdr_len = WIRE_HDR_SIZE + WIRE_ID_SIZE;
-		it->sent = plain_sent;
+		it->sent = outq_free_item;
 		tstream_send(r->data, it);
 		return 0;
 	}
 	if (p->type == WIRE_ZERO && vio && (vio->flags & VOL_F_NO_HOLE))
 		flags |= WIRE_F_NO_HOLE;
-	struct wire_io io = { .id = id, .off = p->off, .len = p->len };
+	struct wire_io io = {.id = id, .off = p->off, .len = p->len};
 	uint32_t plen = p->type == WIRE_DATA ? p->len : 0;
 	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + plen);
 	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
 	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
-	it->sent = plain_sent;
+	it->sent = outq_free_item;
 	if (p->type == WIRE_DATA) {
 		it->data = p->copy ? p->copy : vio->buf;
 		it->data_len = p->len;
@@ -193,8 +187,10 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 {
 	uint64_t id = r->next_id;
 	struct pend *p = &r->pend[id % PEND_SLOTS];
-	static const uint16_t types[] = { [VOL_WRITE] = WIRE_DATA, [VOL_TRIM] = WIRE_TRIM,
-					  [VOL_ZERO] = WIRE_ZERO, [VOL_FLUSH] = WIRE_BARRIER };
+	static const uint16_t types[] = {[VOL_WRITE] = WIRE_DATA,
+	                                 [VOL_TRIM] = WIRE_TRIM,
+	                                 [VOL_ZERO] = WIRE_ZERO,
+	                                 [VOL_FLUSH] = WIRE_BARRIER};
 	if (p->used)
 		return false;
 	memset(p, 0, sizeof(*p));
@@ -280,10 +276,11 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 		 * this connection. Everything unacknowledged goes into the bitmap, the peer keeps a
 		 * consistent older copy, and the reconnection resyncs the difference. */
 		char why[160];
-		snprintf(why, sizeof(why),
-			 "the async send buffer is full (%llu bytes not yet acknowledged); tracking "
-			 "writes in the bitmap and resyncing after reconnecting",
-			 (unsigned long long)r->async_bytes);
+		snprintf(
+		    why, sizeof(why),
+		    "the async send buffer is full (%llu bytes not yet acknowledged); tracking "
+		    "writes in the bitmap and resyncing after reconnecting",
+		    (unsigned long long)r->async_bytes);
 		repl_drop_connection(r, why);
 	}
 	if (!replicating(r)) {
@@ -357,8 +354,9 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 {
 	struct pend *p = pend_of(r, id);
 	if (!p) {
-		repl_log(r, LOG_LVL_WARN, "The peer acknowledged unknown request %llu (%s); ignoring it.",
-			 (unsigned long long)id, wire_type_name(type));
+		repl_log(r, LOG_LVL_WARN,
+		         "The peer acknowledged unknown request %llu (%s); ignoring it.",
+		         (unsigned long long)id, wire_type_name(type));
 		return;
 	}
 	if (type == WIRE_RECV_ACK) {
@@ -371,8 +369,10 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 	}
 	if (status != 0) {
 		/* The peer could not write it: the bitmap keeps the block for a later resync. */
-		repl_log(r, LOG_LVL_WARN, "The peer failed to write %u bytes at %llu (error %u); "
-			 "marking them out of sync.", p->len, (unsigned long long)p->off, status);
+		repl_log(r, LOG_LVL_WARN,
+		         "The peer failed to write %u bytes at %llu (error %u); "
+		         "marking them out of sync.",
+		         p->len, (unsigned long long)p->off, status);
 		bitmap_set_range(r->bm, p->off, p->len);
 	}
 	double lat = ev_now(r->p.loop) - p->sent_at;
@@ -404,255 +404,12 @@ static void pend_fail_all(struct repl *r)
 	r->async_bytes = 0;
 }
 
-/* ---- secondary apply side ---------------------------------------------------------------- */
-
-static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
-{
-	return a < b + blen && b < a + alen;
-}
-
-static bool apply_blocked(const struct repl *r, const struct apply *a, const struct apply *stop)
-{
-	for (const struct apply *x = r->applies; x; x = x->next)
-		if (ranges_overlap(x->off, x->len, a->off, a->len))
-			return true;
-	for (const struct apply *x = r->apply_wait; x && x != stop; x = x->next)
-		if (ranges_overlap(x->off, x->len, a->off, a->len))
-			return true;
-	return false;
-}
-
-static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
-{
-	uint8_t b[WIRE_ACK_SIZE];
-	if (!r->meta_s)
-		return;
-	wire_put_id(b, id);
-	b[8] = (uint8_t)(status >> 24);
-	b[9] = (uint8_t)(status >> 16);
-	b[10] = (uint8_t)(status >> 8);
-	b[11] = (uint8_t)status;
-	tstream_send_small(r->meta_s, type, 0, b,
-			   type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE
-									 : WIRE_ID_SIZE);
-}
-
-static void barriers_progress(struct repl *r);
-static void apply_start(struct repl *r, struct apply *a);
-
-static void apply_free(struct repl *r, struct apply *a)
-{
-	r->apply_count--;
-	r->apply_bytes -= a->frame_len;
-	buf_put(a->frame, a->frame_len);
-	free(a);
-	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
-	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
-		r->data_paused = false;
-		tstream_pause(r->data, false);
-	}
-}
-
-static void apply_done(struct io_req *req)
-{
-	struct apply *a = req->data;
-	struct repl *r = a->r;
-	int err = req->res < 0 ? (int)-req->res : 0;
-
-	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->type != WIRE_DATA) {
-		/* TRIM/ZERO with FUA: make it durable before the ack. */
-		a->stage = 1;
-		memset(&a->io, 0, sizeof(a->io));
-		a->io.op = IO_OP_FDATASYNC;
-		a->io.fd = volume_fd(r->p.vol);
-		a->io.done = apply_done;
-		a->io.data = a;
-		io_submit(r->p.io, &a->io);
-		return;
-	}
-	if (err == EOPNOTSUPP && a->type == WIRE_TRIM)
-		err = 0; /* TRIM is advisory */
-	for (struct apply **pp = &r->applies; *pp; pp = &(*pp)->next) {
-		if (*pp == a) {
-			*pp = a->next;
-			break;
-		}
-	}
-	if (err)
-		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
-			 wire_type_name(a->type), a->len, (unsigned long long)a->off,
-			 strerror(err));
-	if (a->resync) {
-		if (!err)
-			bitmap_clear_range(r->bm, a->off, a->len);
-		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
-		r->rs_done_bytes += a->len;
-	} else {
-		send_ack(r, WIRE_WRITE_ACK, a->id, (uint32_t)err);
-	}
-	for (unsigned i = 0; i < r->nbarriers; i++)
-		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
-			r->barriers[i].pending--;
-	apply_free(r, a);
-	/* Start waiters that no longer overlap anything, in arrival order. */
-	struct apply **pp = &r->apply_wait;
-	while (*pp) {
-		struct apply *w = *pp;
-		if (!apply_blocked(r, w, w)) {
-			*pp = w->next;
-			apply_start(r, w);
-			continue;
-		}
-		pp = &w->next;
-	}
-	barriers_progress(r);
-}
-
-static void apply_start(struct repl *r, struct apply *a)
-{
-	a->next = r->applies;
-	r->applies = a;
-	a->active = true;
-	memset(&a->io, 0, sizeof(a->io));
-	a->io.fd = volume_fd(r->p.vol);
-	a->io.off = a->off;
-	a->io.len = a->len;
-	a->io.done = apply_done;
-	a->io.data = a;
-	switch (a->type) {
-	case WIRE_DATA:
-	case WIRE_RS_DATA:
-		if (a->type == WIRE_RS_DATA && (a->flags & WIRE_F_HOLE)) {
-			a->io.op = IO_OP_PUNCH;
-			break;
-		}
-		a->io.op = IO_OP_WRITE;
-		a->io.buf = a->frame + WIRE_IO_SIZE;
-		a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
-		if (!r->p.vcfg->direct_io)
-			a->io.flags |= IO_F_BUFFERED;
-		break;
-	case WIRE_TRIM:
-		a->io.op = IO_OP_PUNCH;
-		break;
-	default:
-		a->io.op = (a->flags & WIRE_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH;
-		break;
-	}
-	io_submit(r->p.io, &a->io);
-}
-
-/* DATA, TRIM, ZERO or RS_DATA from the peer. */
-static void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
-{
-	char why[200];
-	struct wire_io io;
-	if (r->role == ROLE_PRIMARY) {
-		buf_put(payload, h->len);
-		repl_drop_connection(r, "the peer sent writes to a primary");
-		return;
-	}
-	if (wire_io_decode(h, payload, volume_size(r->p.vol), 512, &io, why, sizeof(why)) < 0) {
-		buf_put(payload, h->len);
-		repl_drop_connection(r, why);
-		return;
-	}
-	struct apply *a = calloc(1, sizeof(*a));
-	if (!a) {
-		buf_put(payload, h->len);
-		repl_drop_connection(r, "out of memory for an incoming write");
-		return;
-	}
-	a->r = r;
-	a->type = h->type;
-	a->flags = h->flags;
-	a->id = io.id;
-	a->off = io.off;
-	a->len = io.len;
-	a->frame = payload;
-	a->frame_len = h->len;
-	a->epoch = r->epoch;
-	a->resync = h->type == WIRE_RS_DATA;
-	r->apply_count++;
-	r->apply_bytes += h->len;
-	if (h->flags & WIRE_F_RECV_ACK)
-		send_ack(r, WIRE_RECV_ACK, io.id, 0);
-	if (apply_blocked(r, a, NULL)) {
-		struct apply **pp = &r->apply_wait;
-		while (*pp)
-			pp = &(*pp)->next;
-		*pp = a;
-	} else {
-		apply_start(r, a);
-	}
-	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
-		r->data_paused = true;
-		tstream_pause(r->data, true);
-	}
-}
-
-static void barrier_flushed(struct io_req *req)
-{
-	struct repl *r = req->data;
-	struct barrier_wait *b = &r->barriers[0];
-	int64_t res = req->res;
-	free(req);
-	if (res < 0)
-		repl_log(r, LOG_LVL_ERR, "Flushing for barrier %llu failed: %s.",
-			 (unsigned long long)b->id, strerror((int)-res));
-	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
-	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
-	r->nbarriers--;
-	barriers_progress(r);
-}
-
-/* The oldest barrier whose writes are all done gets its flush, then its ack. */
-static void barriers_progress(struct repl *r)
-{
-	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
-		return;
-	struct io_req *req = calloc(1, sizeof(*req));
-	if (!req)
-		return;
-	r->barriers[0].flushing = true;
-	req->op = IO_OP_FDATASYNC;
-	req->fd = volume_fd(r->p.vol);
-	req->done = barrier_flushed;
-	req->data = r;
-	io_submit(r->p.io, req);
-}
-
-static void barrier_frame(struct repl *r, uint64_t id)
-{
-	if (r->nbarriers == BARRIERS_MAX) {
-		repl_drop_connection(r, "the peer sent more unanswered barriers than allowed");
-		return;
-	}
-	struct barrier_wait *b = &r->barriers[r->nbarriers++];
-	b->id = id;
-	b->epoch = r->epoch++;
-	b->pending = r->apply_count;
-	b->flushing = false;
-	barriers_progress(r);
-}
-
-/* Forget writes that were waiting to be applied: the primary tracks them in its bitmap. */
-static void apply_drop_waiting(struct repl *r)
-{
-	while (r->apply_wait) {
-		struct apply *a = r->apply_wait;
-		r->apply_wait = a->next;
-		apply_free(r, a);
-	}
-	r->nbarriers = 0;
-}
-
 /* ---- connection ------------------------------------------------------------------------- */
 
 static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload);
 static void stream_error(void *ctx, struct tstream *s, const char *why);
-static const struct tstream_ops stream_ops = { stream_frame, stream_error };
+static const struct tstream_ops stream_ops = {stream_frame, stream_error};
 
 static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 {
@@ -678,13 +435,6 @@ static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 	h->bits_set = bitmap_count(r->bm);
 }
 
-static void heap_sent(struct outq_item *it, int err)
-{
-	(void)err;
-	free((void *)it->data);
-	free(it);
-}
-
 static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
 {
 	struct wire_hello h;
@@ -701,7 +451,7 @@ static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
 	it->hdr_len = WIRE_HDR_SIZE;
 	it->data = buf;
 	it->data_len = WIRE_HELLO_SIZE;
-	it->sent = heap_sent;
+	it->sent = outq_free_item_and_data;
 	tstream_send(s, it);
 	r->hello_sent[stream - 1] = true;
 }
@@ -713,7 +463,7 @@ static bool all_streams_ready(const struct repl *r)
 }
 
 static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
 {
 	char msg[512];
@@ -724,7 +474,7 @@ static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
 	/* Repeated refusals (the peer retries every connect-interval) are logged once. */
 	if (strcmp(msg, r->last_refusal) != 0) {
 		repl_log(r, LOG_LVL_ERR, "Refusing the connection with %s: %s", r->p.peer->name,
-			 msg);
+		         msg);
 		snprintf(r->last_refusal, sizeof(r->last_refusal), "%s", msg);
 	}
 	if (standalone)
@@ -738,10 +488,10 @@ static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
 static void handshake_complete(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
-	struct gen_ids local = repl_gen_local(r), peer = { .current = h->gen[0],
-							   .bitmap = h->gen[1],
-							   .history = { h->gen[2], h->gen[3] },
-							   .flags = h->gen_flags & 0xffff };
+	struct gen_ids local = repl_gen_local(r), peer = {.current = h->gen[0],
+	                                                  .bitmap = h->gen[1],
+	                                                  .history = {h->gen[2], h->gen[3]},
+	                                                  .flags = h->gen_flags & 0xffff};
 	int rule = 0;
 	char lg[128], pg[128];
 	enum gen_decision d = gen_decide(&local, &peer, &rule);
@@ -755,8 +505,9 @@ static void handshake_complete(struct repl *r)
 	if (r->role == ROLE_PRIMARY && r->peer_role == ROLE_PRIMARY) {
 		r->split_brain = true;
 		repl_write_sb(r);
-		refuse(r, true, "split brain: both nodes are primary (local %s, peer %s). Demote one "
-				"and run 'hakctl resolve %s --discard-local' on it.",
+		refuse(r, true,
+		       "split brain: both nodes are primary (local %s, peer %s). Demote one "
+		       "and run 'hakctl resolve %s --discard-local' on it.",
 		       lg, pg, r->name);
 		return;
 	}
@@ -764,27 +515,31 @@ static void handshake_complete(struct repl *r)
 	case GEN_SPLIT_BRAIN:
 		r->split_brain = true;
 		repl_write_sb(r);
-		refuse(r, true, "split brain detected (rule %s; local %s, peer %s). Choose the node "
-				"whose changes to drop and run 'hakctl resolve %s --discard-local' "
-				"there, then 'hakctl connect %s' on the other.",
+		refuse(r, true,
+		       "split brain detected (rule %s; local %s, peer %s). Choose the node "
+		       "whose changes to drop and run 'hakctl resolve %s --discard-local' "
+		       "there, then 'hakctl connect %s' on the other.",
 		       gen_rule_name(rule), lg, pg, r->name, r->name);
 		return;
 	case GEN_INCONSISTENT_SOURCE:
-		refuse(r, false, "the node that would have to be the resync source holds no "
-				 "consistent copy (rule %s; local %s, peer %s); promote the right node "
-				 "with --force to make its data the reference.",
+		refuse(r, false,
+		       "the node that would have to be the resync source holds no "
+		       "consistent copy (rule %s; local %s, peer %s); promote the right node "
+		       "with --force to make its data the reference.",
 		       gen_rule_name(rule), lg, pg);
 		return;
 	case GEN_UNRELATED:
-		refuse(r, true, "the data is unrelated (local %s, peer %s); recreate the metadata of "
-				"one side with 'hakctl create-md'.",
+		refuse(r, true,
+		       "the data is unrelated (local %s, peer %s); recreate the metadata of "
+		       "one side with 'hakctl create-md'.",
 		       lg, pg);
 		return;
 	case GEN_SYNC_TARGET:
 	case GEN_FULL_TARGET:
 		if (r->role == ROLE_PRIMARY) {
-			refuse(r, false, "the peer has newer data (%s by rule %s) but this node is "
-					 "primary; demote it to let the resync run.",
+			refuse(r, false,
+			       "the peer has newer data (%s by rule %s) but this node is "
+			       "primary; demote it to let the resync run.",
 			       gen_decision_name(d), gen_rule_name(rule));
 			return;
 		}
@@ -792,8 +547,9 @@ static void handshake_complete(struct repl *r)
 	case GEN_SYNC_SOURCE:
 	case GEN_FULL_SOURCE:
 		if (r->peer_role == ROLE_PRIMARY) {
-			refuse(r, false, "this node has newer data (%s by rule %s) but the peer is "
-					 "primary; demote the peer.",
+			refuse(r, false,
+			       "this node has newer data (%s by rule %s) but the peer is "
+			       "primary; demote the peer.",
 			       gen_decision_name(d), gen_rule_name(rule));
 			return;
 		}
@@ -805,9 +561,9 @@ static void handshake_complete(struct repl *r)
 	r->last_refusal[0] = '\0';
 	r->split_brain = false;
 	repl_log(r, LOG_LVL_NOTICE,
-		 "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
-		 r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
-		 gen_decision_name(d), gen_rule_name(rule));
+	         "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
+	         r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
+	         gen_decision_name(d), gen_rule_name(rule));
 	if (d == GEN_NO_SYNC) {
 		r->link = LINK_CONNECTED;
 		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
@@ -825,7 +581,6 @@ static void handshake_complete(struct repl *r)
 	}
 	resync_begin(r, d, rule, peer_resumable, self_resumable);
 }
-
 
 /* Frames that arrived before our side finished the handshake, in stream order. */
 static void early_deliver(struct repl *r)
@@ -852,29 +607,30 @@ static int hello_check(struct repl *r, const struct wire_hello *h, char *why, si
 {
 	if (strcmp(h->node, r->p.peer->name) != 0)
 		snprintf(why, len, "it says it is node '%s', but the peer of this node is '%s'",
-			 h->node, r->p.peer->name);
+		         h->node, r->p.peer->name);
 	else if (strcmp(h->volume, r->name) != 0)
 		snprintf(why, len, "it offers volume '%s' where '%s' was expected", h->volume,
-			 r->name);
+		         r->name);
 	else if (memcmp(h->uuid, r->sb.volume_uuid, 16) != 0)
-		snprintf(why, len, "the volume UUIDs differ: the metadata was created for another "
-				   "volume (recreate it with hakctl create-md)");
+		snprintf(why, len,
+		         "the volume UUIDs differ: the metadata was created for another "
+		         "volume (recreate it with hakctl create-md)");
 	else if (h->size != r->sb.size)
 		snprintf(why, len, "the volume sizes differ (local=%llu, remote=%llu bytes)",
-			 (unsigned long long)r->sb.size, (unsigned long long)h->size);
+		         (unsigned long long)r->sb.size, (unsigned long long)h->size);
 	else if (h->block_size != r->sb.bitmap_block_size)
 		snprintf(why, len, "the bitmap block sizes differ (local=%u, remote=%u)",
-			 r->sb.bitmap_block_size, h->block_size);
+		         r->sb.bitmap_block_size, h->block_size);
 	else if (h->mode != r->mode)
 		snprintf(why, len, "the replication modes differ (local=%s, remote=%s)",
-			 mode_names[r->mode], h->mode <= 2 ? mode_names[h->mode] : "?");
+		         mode_names[r->mode], h->mode <= 2 ? mode_names[h->mode] : "?");
 	else
 		return 0;
 	return -1;
 }
 
 static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr *h,
-			uint8_t *payload)
+                        uint8_t *payload)
 {
 	struct wire_hello hello;
 	char why[256];
@@ -926,8 +682,8 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		hello_frame(r, s, h, payload);
 		return;
 	}
-	if (!r->connected && (s == r->data || s == r->meta_s) && r->hello_sent[s == r->data ? 0 : 1] &&
-	    r->hello_rcvd[s == r->data ? 0 : 1]) {
+	if (!r->connected && (s == r->data || s == r->meta_s) &&
+	    r->hello_sent[s == r->data ? 0 : 1] && r->hello_rcvd[s == r->data ? 0 : 1]) {
 		int k = s == r->data ? 0 : 1;
 		if (!r->early[k].s) {
 			r->early[k].s = s;
@@ -955,7 +711,7 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 	case WIRE_RECV_ACK:
 	case WIRE_BARRIER_ACK:
 		ack_received(r, h->type == WIRE_BARRIER_ACK ? WIRE_WRITE_ACK : WIRE_RECV_ACK,
-			     wire_get_id(payload), 0);
+		             wire_get_id(payload), 0);
 		break;
 	case WIRE_WRITE_ACK:
 		ack_received(r, h->type, wire_get_id(payload), nbd_be32(payload + 8));
@@ -978,7 +734,7 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		r->peer_role = payload[0];
 		r->peer_disk = payload[1];
 		repl_log(r, LOG_LVL_INFO, "The peer is now %s, %s.", role_names[r->peer_role],
-			 disk_names[r->peer_disk]);
+		         disk_names[r->peer_disk]);
 		break;
 	case WIRE_BITMAP:
 	case WIRE_BITMAP_DONE:
@@ -1003,10 +759,10 @@ static bool verdict_on_close(struct repl *r)
 	const struct wire_hello *h = &r->peer_hello;
 	if (r->connected || (!r->hello_rcvd[0] && !r->hello_rcvd[1]))
 		return false;
-	struct gen_ids local = repl_gen_local(r), peer = { .current = h->gen[0],
-							   .bitmap = h->gen[1],
-							   .history = { h->gen[2], h->gen[3] },
-							   .flags = h->gen_flags & 0xffff };
+	struct gen_ids local = repl_gen_local(r), peer = {.current = h->gen[0],
+	                                                  .bitmap = h->gen[1],
+	                                                  .history = {h->gen[2], h->gen[3]},
+	                                                  .flags = h->gen_flags & 0xffff};
 	int rule = 0;
 	enum gen_decision d = gen_decide(&local, &peer, &rule);
 	bool both_primary = r->role == ROLE_PRIMARY && h->role == WIRE_ROLE_PRIMARY;
@@ -1017,9 +773,10 @@ static bool verdict_on_close(struct repl *r)
 	gen_format(&peer, pg, sizeof(pg));
 	r->split_brain = true;
 	repl_write_sb(r);
-	refuse(r, true, "split brain detected (rule %s; local %s, peer %s). Choose the node whose "
-			"changes to drop and run 'hakctl resolve %s --discard-local' there, then "
-			"'hakctl connect %s' on the other.",
+	refuse(r, true,
+	       "split brain detected (rule %s; local %s, peer %s). Choose the node whose "
+	       "changes to drop and run 'hakctl resolve %s --discard-local' there, then "
+	       "'hakctl connect %s' on the other.",
 	       both_primary ? "both-primary" : gen_rule_name(rule), lg, pg, r->name, r->name);
 	return true;
 }
@@ -1035,9 +792,12 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 			 * log, but none may pass unmentioned. */
 			double now = ev_now(r->p.loop);
 			if (now - r->reject_logged_at >= 1.0) {
-				repl_log(r, LOG_LVL_WARN, "Dropped an incoming replication connection "
-					 "before its handshake: %s%s.", why,
-					 r->reject_suppressed ? " (and earlier ones not logged)" : "");
+				repl_log(r, LOG_LVL_WARN,
+				         "Dropped an incoming replication connection "
+				         "before its handshake: %s%s.",
+				         why,
+				         r->reject_suppressed ? " (and earlier ones not logged)"
+				                              : "");
 				r->reject_logged_at = now;
 				r->reject_suppressed = 0;
 			} else {
@@ -1066,7 +826,7 @@ void repl_drop_connection(struct repl *r, const char *why)
 	bool handshaking = !was && (r->hello_rcvd[0] || r->hello_rcvd[1]);
 	if (why && (was || handshaking))
 		repl_log(r, LOG_LVL_WARN, "Lost the connection to %s%s: %s.", r->p.peer->name,
-			 was ? "" : " during the handshake", why);
+		         was ? "" : " during the handshake", why);
 	else if (why)
 		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s failed: %s.", r->p.peer->name, why);
 	for (int k = 0; k < 2; k++) {
@@ -1088,7 +848,8 @@ void repl_drop_connection(struct repl *r, const char *why)
 		pend_fail_all(r);
 		wait_queue_pump(r);
 		if (was) {
-			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs). */
+			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs).
+			 */
 			struct gen_ids g = repl_gen_local(r);
 			gen_new_current(&g, fresh_gen());
 			gen_store(r, &g);
@@ -1120,7 +881,7 @@ static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct tstream *s = NULL;
 	if (err || tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
 		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s failed: %s.", r->p.peer->name,
-			 r->p.peer->address, strerror(err ? err : errno));
+		         r->p.peer->address, strerror(err ? err : errno));
 		close(fd);
 		repl_drop_connection(r, NULL);
 		return;
@@ -1136,11 +897,11 @@ static void start_connect(struct repl *r)
 {
 	r->handshake_start = ev_now(r->p.loop);
 	for (int i = 0; i < 2; i++) {
-		int fd = tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset,
-					  r->p.self->host);
+		int fd =
+		    tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset, r->p.self->host);
 		if (fd < 0) {
 			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s: %s.", r->p.peer->address,
-				 strerror(errno));
+			         strerror(errno));
 			repl_drop_connection(r, NULL);
 			return;
 		}
@@ -1160,7 +921,8 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	if (r->data || r->meta_s || r->connecting_fd[0] >= 0 || r->connecting_fd[1] >= 0) {
 		/* A handshake that does not finish within a few intervals is abandoned. */
-		double limit = 3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
+		double limit =
+		    3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
 		if (ev_now(loop) - r->handshake_start > limit)
 			repl_drop_connection(r, "the handshake did not finish");
 		return;
@@ -1201,14 +963,14 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
-	uint8_t id[8] = { 0 };
+	uint8_t id[8] = {0};
 	(void)revents;
 	if (!r->connected || !r->meta_s)
 		return;
 	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
 		char why[96];
 		snprintf(why, sizeof(why), "no answer from the peer for %.1f s",
-			 tstream_idle(r->meta_s));
+		         tstream_idle(r->meta_s));
 		repl_drop_connection(r, why);
 		return;
 	}
@@ -1237,7 +999,7 @@ static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 void repl_send_state(struct repl *r)
 {
-	uint8_t b[WIRE_STATE_SIZE] = { (uint8_t)r->role, (uint8_t)r->disk, 0, 0 };
+	uint8_t b[WIRE_STATE_SIZE] = {(uint8_t)r->role, (uint8_t)r->disk, 0, 0};
 	if (r->connected && r->meta_s)
 		tstream_send_small(r->meta_s, WIRE_STATE, 0, b, sizeof(b));
 }
@@ -1254,20 +1016,26 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 	if (r->role == ROLE_PRIMARY)
 		return 0;
 	if (r->connected && r->peer_role == ROLE_PRIMARY) {
-		snprintf(err, errlen, "Volume %s cannot be promoted: the peer %s is primary; demote it "
-				      "first.", r->name, r->p.peer->name);
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted: the peer %s is primary; demote it "
+		         "first.",
+		         r->name, r->p.peer->name);
 		return -1;
 	}
 	if (r->link == LINK_SYNC_TARGET) {
-		snprintf(err, errlen, "Volume %s cannot be promoted while it is the target of a "
-				      "resync (%llu bytes still out of sync).", r->name,
-			 (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted while it is the target of a "
+		         "resync (%llu bytes still out of sync).",
+		         r->name,
+		         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
 		return -1;
 	}
 	if (r->disk != DISK_UPTODATE && !force) {
-		snprintf(err, errlen, "Volume %s cannot be promoted: its disk is %s, and only an "
-				      "UpToDate disk may serve (use --force to promote it anyway and "
-				      "make its data the reference).", r->name, disk_names[r->disk]);
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted: its disk is %s, and only an "
+		         "UpToDate disk may serve (use --force to promote it anyway and "
+		         "make its data the reference).",
+		         r->name, disk_names[r->disk]);
 		return -1;
 	}
 	struct gen_ids g = repl_gen_local(r);
@@ -1278,23 +1046,26 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 		gen_store(r, &g);
 	}
 	if (force && r->disk != DISK_UPTODATE)
-		repl_log(r, LOG_LVL_WARN, "Forced promotion of a %s disk: its data is now the "
-			 "reference copy.", disk_names[r->disk]);
+		repl_log(r, LOG_LVL_WARN,
+		         "Forced promotion of a %s disk: its data is now the "
+		         "reference copy.",
+		         disk_names[r->disk]);
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;
 	set_role(r, ROLE_PRIMARY);
 	if (repl_write_sb(r) < 0) {
 		set_role(r, ROLE_SECONDARY);
-		snprintf(err, errlen, "Volume %s was not promoted: writing its metadata failed (%s).",
-			 r->name, strerror(errno));
+		snprintf(err, errlen,
+		         "Volume %s was not promoted: writing its metadata failed (%s).", r->name,
+		         strerror(errno));
 		return -1;
 	}
 	repl_log(r, LOG_LVL_NOTICE, "Promoted to primary (%s).",
-		 r->connected ? "peer connected" : "peer not connected");
+	         r->connected ? "peer connected" : "peer not connected");
 	if (r->connected && new_gen) {
 		/* The peer must learn the new generation: a fresh handshake decides the resync. */
 		repl_drop_connection(r, "the generation changed with the forced promotion; "
-					"reconnecting to resync the peer");
+		                        "reconnecting to resync the peer");
 		return 0;
 	}
 	repl_send_state(r);
@@ -1306,8 +1077,10 @@ int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen
 	if (r->role == ROLE_SECONDARY)
 		return 0;
 	if (clients_connected) {
-		snprintf(err, errlen, "Volume %s cannot be demoted while NBD clients are connected; "
-				      "unmount and detach it first.", r->name);
+		snprintf(err, errlen,
+		         "Volume %s cannot be demoted while NBD clients are connected; "
+		         "unmount and detach it first.",
+		         r->name);
 		return -1;
 	}
 	set_role(r, ROLE_SECONDARY);
@@ -1323,8 +1096,9 @@ int repl_connect(struct repl *r, char *err, size_t errlen)
 	(void)err;
 	(void)errlen;
 	if (r->split_brain)
-		repl_log(r, LOG_LVL_NOTICE, "Connecting again although split brain was detected: "
-			 "the generation IDs will decide anew.");
+		repl_log(r, LOG_LVL_NOTICE,
+		         "Connecting again although split brain was detected: "
+		         "the generation IDs will decide anew.");
 	r->split_brain = false;
 	r->want_connect = true;
 	r->last_refusal[0] = '\0';
@@ -1353,12 +1127,14 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 {
 	if (r->role == ROLE_PRIMARY) {
 		snprintf(err, errlen, "Volume %s is primary: demote it before discarding its data.",
-			 r->name);
+		         r->name);
 		return -1;
 	}
 	if (r->connected) {
-		snprintf(err, errlen, "Volume %s is connected to its peer: there is nothing to "
-				      "resolve.", r->name);
+		snprintf(err, errlen,
+		         "Volume %s is connected to its peer: there is nothing to "
+		         "resolve.",
+		         r->name);
 		return -1;
 	}
 	struct gen_ids g = repl_gen_local(r);
@@ -1368,8 +1144,10 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 	r->split_brain = false;
 	r->disk = DISK_OUTDATED;
 	repl_write_sb(r);
-	repl_log(r, LOG_LVL_NOTICE, "Local changes will be discarded: this node becomes the target "
-		 "of a full resync from %s.", r->p.peer->name);
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Local changes will be discarded: this node becomes the target "
+	         "of a full resync from %s.",
+	         r->p.peer->name);
 	return repl_connect(r, err, errlen);
 }
 
@@ -1377,17 +1155,16 @@ json_t *repl_status_json(const struct repl *r)
 {
 	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
 	json_t *o = json_pack(
-		"{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:b, s:s?, s:b, s:I, s:I}",
-		"role", role_names[r->role], "disk", disk_names[r->disk], "link",
-		link_names[r->link], "mode", mode_names[r->mode], "peer", r->p.peer->name,
-		"peer_role", r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
-		r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes",
-		(json_int_t)oos, "in_flight_writes", (int)r->pend_count, "ack_latency_ms",
-		r->ack_latency * 1000.0, "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain",
-		r->split_brain, "last_refusal", r->last_refusal[0] ? r->last_refusal : NULL,
-		"crashed_primary", r->crashed_primary, "bytes_resynced",
-		(json_int_t)r->bytes_resynced_total, "resyncs_completed",
-		(json_int_t)r->resyncs_completed);
+	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:b, s:s?, s:b, s:I, s:I}",
+	    "role", role_names[r->role], "disk", disk_names[r->disk], "link", link_names[r->link],
+	    "mode", mode_names[r->mode], "peer", r->p.peer->name, "peer_role",
+	    r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
+	    r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes", (json_int_t)oos,
+	    "in_flight_writes", (int)r->pend_count, "ack_latency_ms", r->ack_latency * 1000.0,
+	    "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain", r->split_brain, "last_refusal",
+	    r->last_refusal[0] ? r->last_refusal : NULL, "crashed_primary", r->crashed_primary,
+	    "bytes_resynced", (json_int_t)r->bytes_resynced_total, "resyncs_completed",
+	    (json_int_t)r->resyncs_completed);
 	json_t *rs = resync_status_json(r);
 	if (o && rs)
 		json_object_set_new(o, "resync", rs);
@@ -1415,9 +1192,11 @@ static int repl_open_meta(struct repl *r, char *err, size_t errlen)
 	uint64_t backing = volume_size(r->p.vol);
 	char merr[META_ERR_LEN] = "";
 	if (meta_open(path, vc->meta_internal, vc->meta_internal ? backing : backing, &r->meta,
-		      merr, sizeof(merr)) < 0) {
-		snprintf(err, errlen, "Volume %s has no usable metadata at %s: %s Create it with "
-				      "'hakctl create-md %s'.", vc->name, path, merr, vc->name);
+	              merr, sizeof(merr)) < 0) {
+		snprintf(err, errlen,
+		         "Volume %s has no usable metadata at %s: %s Create it with "
+		         "'hakctl create-md %s'.",
+		         vc->name, path, merr, vc->name);
 		return -1;
 	}
 	if (merr[0])
@@ -1428,7 +1207,7 @@ static int repl_open_meta(struct repl *r, char *err, size_t errlen)
 	r->bm = bitmap_create(r->sb.size, r->sb.bitmap_block_size);
 	if (!r->bm || meta_load_bitmap(r->meta, r->bm) < 0) {
 		snprintf(err, errlen, "Volume %s: loading the bitmap from %s failed: %s.", vc->name,
-			 path, strerror(errno));
+		         path, strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -1453,22 +1232,23 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->split_brain = (r->sb.flags & META_F_SPLIT_BRAIN) != 0;
 	disk_from_flags(r);
 	if (r->crashed_primary)
-		repl_log(r, LOG_LVL_WARN, "The metadata says this node went down as primary: it may "
-			 "hold writes the peer never got, so the next connection resyncs fully.");
+		repl_log(r, LOG_LVL_WARN,
+		         "The metadata says this node went down as primary: it may "
+		         "hold writes the peer never got, so the next connection resyncs fully.");
 	r->role = ROLE_SECONDARY;
 	r->sb.flags &= ~META_F_CLEAN;
 	r->sb.flags |= r->crashed_primary ? META_F_PRIMARY : 0;
 	/* Keep the crashed-primary mark on disk until a resync settles it. */
 	if (meta_write_sb(r->meta, &r->sb) < 0) {
 		snprintf(err, errlen, "Volume %s: writing the metadata failed: %s.", r->name,
-			 strerror(errno));
+		         strerror(errno));
 		goto fail;
 	}
 	if (!r->initiator) {
 		r->lfd = tcp_listen_addr(p->self->address, p->vcfg->port_offset);
 		if (r->lfd < 0) {
 			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
-				 p->self->address, p->vcfg->port_offset, strerror(errno));
+			         p->self->address, p->vcfg->port_offset, strerror(errno));
 			goto fail;
 		}
 		ev_io_init(&r->lio, accept_cb, r->lfd, EV_READ);
@@ -1477,7 +1257,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	}
 	ev_timer_init(&r->conn_timer, conn_timer_cb, 0.05, p->vcfg->connect_interval);
 	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
-		      p->vcfg->ping_interval);
+	              p->vcfg->ping_interval);
 	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
 	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
 	ev_timer_start(p->loop, &r->conn_timer);
@@ -1485,11 +1265,12 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	ev_timer_start(p->loop, &r->flush_timer);
 	r->want_connect = !r->split_brain;
 	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
-	repl_log(r, LOG_LVL_INFO, "Replicating to %s (%s) in %s mode; disk %s, %llu bytes out of "
-		 "sync; %s.", p->peer->name, p->peer->address, mode_names[r->mode],
-		 disk_names[r->disk],
-		 (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
-		 r->initiator ? "this node connects" : "this node accepts");
+	repl_log(r, LOG_LVL_INFO,
+	         "Replicating to %s (%s) in %s mode; disk %s, %llu bytes out of "
+	         "sync; %s.",
+	         p->peer->name, p->peer->address, mode_names[r->mode], disk_names[r->disk],
+	         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
+	         r->initiator ? "this node connects" : "this node accepts");
 	*out = r;
 	return 0;
 fail:

@@ -40,7 +40,7 @@ struct repl_params {
 	const struct hak_volume_cfg *vcfg;
 	const struct hak_node_cfg *self;
 	const struct hak_node_cfg *peer;
-	struct volume *vol;  /* the data path; its size shrinks with internal metadata */
+	struct volume *vol; /* the data path; its size shrinks with internal metadata */
 	/* Role changes: the volume's NBD server refuses clients unless primary. */
 	void (*role_changed)(void *ctx, enum repl_role role);
 	void *ctx;

@@ -14,12 +14,12 @@
 #include "transport.h"
 #include "wire.h"
 
-#define PEND_SLOTS	 8192u		/* replicated requests in flight to the peer */
-#define APPLY_MAX	 1024u		/* secondary: applies in flight before reading pauses */
-#define APPLY_MAX_BYTES	 (64u << 20)
-#define RS_CHUNK	 (256u * 1024u) /* resync run size */
-#define RS_WINDOW	 (8u << 20)	/* resync bytes in flight */
-#define BARRIERS_MAX	 256u
+#define PEND_SLOTS      8192u /* replicated requests in flight to the peer */
+#define APPLY_MAX       1024u /* secondary: applies in flight before reading pauses */
+#define APPLY_MAX_BYTES (64u << 20)
+#define RS_CHUNK        (256u * 1024u) /* resync run size */
+#define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
+#define BARRIERS_MAX    256u
 
 /* A request sent to the peer and not yet acknowledged. */
 struct pend {
@@ -30,7 +30,7 @@ struct pend {
 	uint64_t off;
 	uint32_t len;
 	struct vol_io *vio; /* NULL once completed (async) */
-	uint8_t *copy;	    /* async payload copy, until sent */
+	uint8_t *copy;      /* async payload copy, until sent */
 	double sent_at;
 };
 
@@ -43,7 +43,7 @@ struct apply {
 	uint64_t id;
 	uint64_t off;
 	uint32_t len;
-	uint8_t *frame;	 /* the received payload (owned), data at frame + WIRE_IO_SIZE */
+	uint8_t *frame; /* the received payload (owned), data at frame + WIRE_IO_SIZE */
 	uint32_t frame_len;
 	uint64_t epoch;
 	bool resync;
@@ -123,16 +123,16 @@ struct repl {
 	uint64_t oldest_id;
 	unsigned pend_count;
 	struct vol_io *wait_head, *wait_tail; /* waiting for a free slot */
-	struct vol_io *active_writes;	      /* local I/O in flight (for resync overlap) */
-	struct vol_io *deferred;	      /* held back behind a resync read */
+	struct vol_io *active_writes;         /* local I/O in flight (for resync overlap) */
+	struct vol_io *deferred;              /* held back behind a resync read */
 	uint64_t async_bytes;
 	double ack_latency;
 	double ping_rtt;
 	double ping_sent;
 
 	/* Secondary apply side. */
-	struct apply *applies;	   /* active */
-	struct apply *apply_wait;  /* waiting behind an overlap, arrival order */
+	struct apply *applies;    /* active */
+	struct apply *apply_wait; /* waiting behind an overlap, arrival order */
 	unsigned apply_count;
 	uint64_t apply_bytes;
 	uint64_t epoch;
@@ -145,7 +145,7 @@ struct repl {
 	uint64_t rs_cursor;
 	uint64_t rs_inflight;
 	struct rs_op *rs_reading; /* being read: application writes to these blocks wait */
-	struct rs_op *rs_sent;	  /* queued to the peer, waiting for RS_ACK */
+	struct rs_op *rs_sent;    /* queued to the peer, waiting for RS_ACK */
 	uint64_t rs_next_id;
 	uint64_t rs_total, rs_done_bytes, rs_sent_bytes, rs_hole_bytes;
 	double rs_start, rs_rate;
@@ -156,16 +156,22 @@ struct repl {
 };
 
 /* repl.c */
-void repl_log(const struct repl *r, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void repl_log(const struct repl *r, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int repl_write_sb(struct repl *r);
 void repl_drop_connection(struct repl *r, const char *why);
 void repl_deferred_pump(struct repl *r);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
 
+/* apply.c: the secondary side */
+void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
+void barrier_frame(struct repl *r, uint64_t id);
+void apply_drop_waiting(struct repl *r);
+
 /* resync.c */
 void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,
-		  bool self_resumable);
+                  bool self_resumable);
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void resync_pump(struct repl *r);
 void resync_stop(struct repl *r);

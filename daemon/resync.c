@@ -37,13 +37,6 @@ static bool is_source(const struct repl *r)
 	return r->link == LINK_SYNC_SOURCE;
 }
 
-static void heap_item_sent(struct outq_item *it, int err)
-{
-	(void)err;
-	free(it->ctx);
-	free(it);
-}
-
 /* Send every non-zero run of bitmap words, then BITMAP_DONE. */
 static void send_bitmap(struct repl *r)
 {
@@ -75,18 +68,17 @@ static void send_bitmap(struct repl *r)
 		it->hdr_len = WIRE_HDR_SIZE;
 		it->data = buf;
 		it->data_len = 8 + 8 * n;
-		it->ctx = buf;
-		it->sent = heap_item_sent;
+		it->sent = outq_free_item_and_data;
 		tstream_send(r->data, it);
 		i += n;
 	}
-	uint8_t id[8] = { 0 };
+	uint8_t id[8] = {0};
 	tstream_send_small(r->data, WIRE_BITMAP_DONE, 0, id, sizeof(id));
 	r->bm_sent = true;
 }
 
 void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,
-		  bool self_resumable)
+                  bool self_resumable)
 {
 	bool source = d == GEN_SYNC_SOURCE || d == GEN_FULL_SOURCE;
 	bool full = d == GEN_FULL_SOURCE || d == GEN_FULL_TARGET;
@@ -111,8 +103,8 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 		repl_send_state(r);
 	}
 	repl_log(r, LOG_LVL_NOTICE, "Starting a %s resync as %s (%llu blocks marked locally).",
-		 full ? "full" : "bitmap-based", source ? "source" : "target",
-		 (unsigned long long)bitmap_count(r->bm));
+	         full ? "full" : "bitmap-based", source ? "source" : "target",
+	         (unsigned long long)bitmap_count(r->bm));
 	send_bitmap(r);
 }
 
@@ -148,23 +140,25 @@ static void resync_finish_source(struct repl *r)
 	r->rs_finishing = false;
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
-	repl_log(r, LOG_LVL_NOTICE,
-		 "Resync finished as source: %llu bytes sent (%llu as holes) in %.1f s (%.1f MiB/s).",
-		 (unsigned long long)r->rs_done_bytes, (unsigned long long)r->rs_hole_bytes, dt,
-		 dt > 0 ? (double)r->rs_done_bytes / dt / 1048576.0 : 0.0);
+	repl_log(
+	    r, LOG_LVL_NOTICE,
+	    "Resync finished as source: %llu bytes sent (%llu as holes) in %.1f s (%.1f MiB/s).",
+	    (unsigned long long)r->rs_done_bytes, (unsigned long long)r->rs_hole_bytes, dt,
+	    dt > 0 ? (double)r->rs_done_bytes / dt / 1048576.0 : 0.0);
 }
 
 static void resync_finish_target(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
-	struct gen_ids g = repl_gen_local(r), src = { .current = h->gen[0],
-						      .bitmap = h->gen[1],
-						      .history = { h->gen[2], h->gen[3] } };
+	struct gen_ids g = repl_gen_local(r), src = {.current = h->gen[0],
+	                                             .bitmap = h->gen[1],
+	                                             .history = {h->gen[2], h->gen[3]}};
 	double dt = ev_now(r->p.loop) - r->rs_start;
 	if (bitmap_count(r->bm) != 0) {
-		repl_log(r, LOG_LVL_ERR, "The source finished the resync but %llu blocks are still "
-			 "marked out of sync here; staying Inconsistent.",
-			 (unsigned long long)bitmap_count(r->bm));
+		repl_log(r, LOG_LVL_ERR,
+		         "The source finished the resync but %llu blocks are still "
+		         "marked out of sync here; staying Inconsistent.",
+		         (unsigned long long)bitmap_count(r->bm));
 		return;
 	}
 	gen_resync_done_target(&g, &src);
@@ -180,11 +174,13 @@ static void resync_finish_target(struct repl *r)
 	r->resyncs_completed++;
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
-	uint8_t id[8] = { 0 };
+	uint8_t id[8] = {0};
 	tstream_send_small(r->data, WIRE_RS_DONE, 0, id, sizeof(id));
 	repl_send_state(r);
-	repl_log(r, LOG_LVL_NOTICE, "Resync finished as target: %llu bytes received in %.1f s; the "
-		 "disk is UpToDate.", (unsigned long long)r->rs_done_bytes, dt);
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Resync finished as target: %llu bytes received in %.1f s; the "
+	         "disk is UpToDate.",
+	         (unsigned long long)r->rs_done_bytes, dt);
 }
 
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
@@ -202,18 +198,19 @@ void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 		memcpy(words, payload + 8, n * 8);
 		buf_put(payload, h->len);
 		int rc = (r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET)
-				 ? bitmap_merge_words(r->bm, first, words, n)
-				 : -1;
+		             ? bitmap_merge_words(r->bm, first, words, n)
+		             : -1;
 		free(words);
 		if (rc < 0)
 			repl_drop_connection(r, "the peer sent bitmap words outside the volume or "
-						"outside a resync");
+			                        "outside a resync");
 		return;
 	}
 	case WIRE_BITMAP_DONE:
 		buf_put(payload, h->len);
 		if (r->link != LINK_SYNC_SOURCE && r->link != LINK_SYNC_TARGET) {
-			repl_drop_connection(r, "the peer ended a bitmap exchange that did not start");
+			repl_drop_connection(r,
+			                     "the peer ended a bitmap exchange that did not start");
 			return;
 		}
 		r->bm_done_rcvd = true;
@@ -272,7 +269,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 
 static void rs_send(struct repl *r, struct rs_op *op)
 {
-	struct wire_io io = { .id = op->id, .off = op->off, .len = op->len };
+	struct wire_io io = {.id = op->id, .off = op->off, .len = op->len};
 	struct outq_item *it = &op->item;
 	memset(it, 0, sizeof(*it));
 	if (!op->hole && op->buf && all_zero(op->buf, op->len))
@@ -306,7 +303,7 @@ static void rs_io_done(struct io_req *req)
 	}
 	if (req->res < 0) {
 		repl_log(r, LOG_LVL_ERR, "Reading %u bytes at %llu for the resync failed: %s.",
-			 op->len, (unsigned long long)op->off, strerror((int)-req->res));
+		         op->len, (unsigned long long)op->off, strerror((int)-req->res));
 		rs_remove_reading(r, op);
 		r->rs_inflight -= op->len;
 		rs_free(op);
@@ -367,10 +364,10 @@ void resync_pump(struct repl *r)
 					/* The target records the end first (gen.h: target before
 					 * source), then confirms with its own RS_DONE. */
 					if (!r->rs_finishing) {
-						uint8_t id[8] = { 0 };
+						uint8_t id[8] = {0};
 						r->rs_finishing = true;
 						tstream_send_small(r->data, WIRE_RS_DONE, 0, id,
-								   sizeof(id));
+						                   sizeof(id));
 					}
 					return;
 				}
@@ -383,7 +380,8 @@ void resync_pump(struct repl *r)
 		if (end - bit > RS_CHUNK / bs)
 			end = bit + RS_CHUNK / bs;
 		uint64_t off = bitmap_bit_offset(r->bm, bit);
-		uint64_t last = bitmap_bit_offset(r->bm, end - 1) + bitmap_bit_length(r->bm, end - 1);
+		uint64_t last =
+		    bitmap_bit_offset(r->bm, end - 1) + bitmap_bit_length(r->bm, end - 1);
 		if (overlaps_active_write(r, off, last - off)) {
 			/* Retried when that write completes (repl_local_done). */
 			return;
@@ -430,8 +428,10 @@ void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status)
 		bitmap_clear_range(r->bm, op->off, op->len);
 		r->rs_done_bytes += op->len;
 	} else {
-		repl_log(r, LOG_LVL_WARN, "The peer failed to write resync run %llu+%u (error %u); it "
-			 "stays out of sync.", (unsigned long long)op->off, op->len, status);
+		repl_log(r, LOG_LVL_WARN,
+		         "The peer failed to write resync run %llu+%u (error %u); it "
+		         "stays out of sync.",
+		         (unsigned long long)op->off, op->len, status);
 	}
 	rs_free(op);
 	resync_pump(r);
@@ -459,8 +459,10 @@ void resync_stop(struct repl *r)
 		rs_free(op);
 	}
 	if (r->resync_running || r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET)
-		repl_log(r, LOG_LVL_WARN, "The resync was interrupted with %llu blocks left; it "
-			 "resumes on the next connection.", (unsigned long long)bitmap_count(r->bm));
+		repl_log(r, LOG_LVL_WARN,
+		         "The resync was interrupted with %llu blocks left; it "
+		         "resumes on the next connection.",
+		         (unsigned long long)bitmap_count(r->bm));
 	r->resync_running = false;
 	r->rs_finishing = false;
 	r->rs_inflight = 0;
@@ -473,11 +475,15 @@ json_t *resync_status_json(const struct repl *r)
 	if (r->link != LINK_SYNC_SOURCE && r->link != LINK_SYNC_TARGET)
 		return NULL;
 	uint64_t left = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
-	double pct = r->rs_total ? 100.0 * (double)(r->rs_total - (left < r->rs_total ? left : r->rs_total)) / (double)r->rs_total : 0.0;
+	double pct = r->rs_total
+	                 ? 100.0 *
+	                       (double)(r->rs_total - (left < r->rs_total ? left : r->rs_total)) /
+	                       (double)r->rs_total
+	                 : 0.0;
 	double eta = r->rs_rate > 0 ? (double)left / r->rs_rate : -1;
 	return json_pack("{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f}", "direction",
-			 is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
-			 (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
-			 (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
-			 r->rs_rate / 1048576.0, "eta_s", eta);
+	                 is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
+	                 (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
+	                 (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
+	                 r->rs_rate / 1048576.0, "eta_s", eta);
 }

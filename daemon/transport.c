@@ -37,12 +37,6 @@ struct tstream {
 	bool close_pending;
 };
 
-static void small_sent(struct outq_item *it, int err)
-{
-	(void)err;
-	free(it);
-}
-
 static void stream_free(struct tstream *s);
 
 static void stream_fail(struct tstream *s, const char *why)
@@ -223,7 +217,7 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 int tstream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, void *ctx,
-		   struct tstream **out)
+                   struct tstream **out)
 {
 	struct tstream *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -261,7 +255,7 @@ void tstream_send(struct tstream *s, struct outq_item *it)
 }
 
 int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
-		       uint32_t len)
+                       uint32_t len)
 {
 	struct outq_item *it = calloc(1, sizeof(*it));
 	if (!it || len > sizeof(it->hdr) - WIRE_HDR_SIZE) {
@@ -273,7 +267,7 @@ int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const v
 	if (len)
 		memcpy(it->hdr + WIRE_HDR_SIZE, payload, len);
 	it->hdr_len = WIRE_HDR_SIZE + len;
-	it->sent = small_sent;
+	it->sent = outq_free_item;
 	tstream_send(s, it);
 	return 0;
 }
@@ -335,8 +329,8 @@ static int resolve(const char *addr, unsigned port_offset, int passive, struct a
 	if (p < 1 || p > 65535)
 		goto bad;
 	snprintf(port, sizeof(port), "%ld", p);
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0) };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)};
 	if (getaddrinfo(host, port, &hints, ai) != 0) {
 		errno = EADDRNOTAVAIL;
 		return -1;
@@ -396,7 +390,7 @@ int tcp_connect_addr(const char *addr, unsigned port_offset, const char *bind_ho
 	if (bind_host) {
 		/* Leave from our own replication address so the peer can check who we are and the
 		 * traffic follows the configured path. */
-		struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_family = ai->ai_family };
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = ai->ai_family};
 		if (getaddrinfo(bind_host, NULL, &hints, &bai) == 0)
 			(void)!bind(fd, bai->ai_addr, bai->ai_addrlen);
 	}

@@ -26,13 +26,13 @@ struct tstream_ops {
 };
 
 int tstream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, void *ctx,
-		   struct tstream **out);
+                   struct tstream **out);
 /* Queue an item; it is written before the loop sleeps next. */
 void tstream_send(struct tstream *s, struct outq_item *it);
 /* Convenience: a frame whose whole payload fits the inline header (≤ 36 bytes); allocated and
  * freed by the stream. -1 with errno=ENOMEM. */
 int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
-		       uint32_t len);
+                       uint32_t len);
 size_t tstream_queued(const struct tstream *s);
 /* Stop or resume reading (backpressure). */
 void tstream_pause(struct tstream *s, bool paused);

@@ -53,7 +53,7 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 	v->fd = open(cfg->backing, flags);
 	if (v->fd < 0) {
 		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot open backing store %s: %s.",
-			cfg->backing, strerror(errno));
+		        cfg->backing, strerror(errno));
 		goto out;
 	}
 	if (fstat(v->fd, &sb) < 0)
@@ -62,16 +62,16 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 		v->blockdev = true;
 		if (ioctl(v->fd, BLKGETSIZE64, &v->size) < 0) {
 			log_vol(LOG_LVL_ERR, cfg->name, NULL,
-				"Cannot read the size of block device %s: %s.", cfg->backing,
-				strerror(errno));
+			        "Cannot read the size of block device %s: %s.", cfg->backing,
+			        strerror(errno));
 			goto out;
 		}
 	} else if (S_ISREG(sb.st_mode)) {
 		v->size = (uint64_t)sb.st_size;
 	} else {
 		log_vol(LOG_LVL_ERR, cfg->name, NULL,
-			"Backing store %s is neither a regular file nor a block device.",
-			cfg->backing);
+		        "Backing store %s is neither a regular file nor a block device.",
+		        cfg->backing);
 		errno = EINVAL;
 		goto out;
 	}
@@ -95,8 +95,8 @@ int volume_close(struct volume *vol)
 	if (!vol)
 		return 0;
 	if (!vol->cfg->read_only && fdatasync(vol->fd) < 0) {
-		log_vol(LOG_LVL_ERR, vol->cfg->name, NULL,
-			"Final fdatasync of %s failed: %s.", vol->cfg->backing, strerror(errno));
+		log_vol(LOG_LVL_ERR, vol->cfg->name, NULL, "Final fdatasync of %s failed: %s.",
+		        vol->cfg->backing, strerror(errno));
 		rc = -1;
 	}
 	close(vol->fd);
@@ -139,7 +139,7 @@ void volume_peer_done(struct vol_io *vio)
 }
 
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
-		      unsigned flags);
+                      unsigned flags);
 
 static void vol_fua_or_done(struct vol_io *vio)
 {
@@ -225,7 +225,7 @@ static void vol_io_done(struct io_req *req)
 }
 
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
-		      unsigned flags)
+                      unsigned flags)
 {
 	struct io_req *r = &vio->io;
 	memset(r, 0, sizeof(*r));
@@ -244,7 +244,7 @@ static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t 
 	if (io_submit(vio->vol->io, r) < 0) {
 		/* io_submit only fails on a programming error (bad op); report it as EIO. */
 		log_vol(LOG_LVL_ERR, vio->vol->cfg->name, NULL,
-			"The I/O engine refused operation %d: %s.", (int)op, strerror(errno));
+		        "The I/O engine refused operation %d: %s.", (int)op, strerror(errno));
 		r->res = -EIO;
 		vol_complete(vio, EIO);
 	}
@@ -258,7 +258,7 @@ static void vol_start(struct vol_io *vio)
 		break;
 	case VOL_WRITE:
 		vol_issue(vio, IO_OP_WRITE, vio->off, vio->len, vio->buf,
-			  (vio->flags & VOL_F_FUA) ? IO_F_FUA : 0);
+		          (vio->flags & VOL_F_FUA) ? IO_F_FUA : 0);
 		break;
 	case VOL_FLUSH:
 		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
@@ -268,7 +268,7 @@ static void vol_start(struct vol_io *vio)
 		break;
 	case VOL_ZERO:
 		vol_issue(vio, (vio->flags & VOL_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH, vio->off,
-			  vio->len, NULL, 0);
+		          vio->len, NULL, 0);
 		break;
 	case VOL_CACHE:
 		vol_issue(vio, IO_OP_CACHE, vio->off, vio->len, NULL, 0);

@@ -35,11 +35,11 @@ struct vol_io {
 	unsigned flags;
 	uint64_t off;
 	uint64_t len;
-	void *buf;		/* READ / WRITE */
-	struct io_extent *map;	/* BLOCK_STATUS (and structured READ hole detection) */
+	void *buf;             /* READ / WRITE */
+	struct io_extent *map; /* BLOCK_STATUS (and structured READ hole detection) */
 	unsigned map_max;
 	unsigned map_count;
-	int err;		/* 0 or a positive errno, set before done() */
+	int err; /* 0 or a positive errno, set before done() */
 	void (*done)(struct vol_io *vio);
 	void *data;
 
@@ -49,10 +49,10 @@ struct vol_io {
 	int stage;
 	uint64_t zero_pos;
 	bool local_done; /* the backing store finished (local_err holds its result) */
-	bool peer_wait;	 /* completion also waits for the peer (volume_peer_done) */
+	bool peer_wait;  /* completion also waits for the peer (volume_peer_done) */
 	int local_err;
-	uint64_t rid;		 /* replication id while tracked by repl.c */
-	struct vol_io *rnext;	 /* repl.c's lists */
+	uint64_t rid;         /* replication id while tracked by repl.c */
+	struct vol_io *rnext; /* repl.c's lists */
 };
 
 struct vol_stats {

@@ -12,24 +12,24 @@ static const struct {
 	uint32_t min, max;
 	uint16_t flags;
 } types[WIRE_TYPE_MAX + 1] = {
-	[WIRE_HELLO] = { "HELLO", WIRE_HELLO_SIZE, WIRE_HELLO_SIZE, 0 },
-	[WIRE_DATA] = { "DATA", WIRE_IO_SIZE + 1, WIRE_MAX_PAYLOAD, WIRE_F_FUA | WIRE_F_RECV_ACK },
-	[WIRE_TRIM] = { "TRIM", WIRE_IO_SIZE, WIRE_IO_SIZE, WIRE_F_FUA | WIRE_F_RECV_ACK },
-	[WIRE_ZERO] = { "ZERO", WIRE_IO_SIZE, WIRE_IO_SIZE,
-			WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE },
-	[WIRE_BARRIER] = { "BARRIER", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_RECV_ACK] = { "RECV_ACK", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_WRITE_ACK] = { "WRITE_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0 },
-	[WIRE_BARRIER_ACK] = { "BARRIER_ACK", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_PING] = { "PING", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_PONG] = { "PONG", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_BITMAP] = { "BITMAP", 16, 8 + 8 * WIRE_BITMAP_WORDS, 0 },
-	[WIRE_BITMAP_DONE] = { "BITMAP_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
-	[WIRE_RS_DATA] = { "RS_DATA", WIRE_IO_SIZE, WIRE_MAX_PAYLOAD, WIRE_F_HOLE },
-	[WIRE_RS_ACK] = { "RS_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0 },
-	[WIRE_RS_REQUEST] = { "RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0 },
-	[WIRE_STATE] = { "STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0 },
-	[WIRE_RS_DONE] = { "RS_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0 },
+    [WIRE_HELLO] = {"HELLO", WIRE_HELLO_SIZE, WIRE_HELLO_SIZE, 0},
+    [WIRE_DATA] = {"DATA", WIRE_IO_SIZE + 1, WIRE_MAX_PAYLOAD, WIRE_F_FUA | WIRE_F_RECV_ACK},
+    [WIRE_TRIM] = {"TRIM", WIRE_IO_SIZE, WIRE_IO_SIZE, WIRE_F_FUA | WIRE_F_RECV_ACK},
+    [WIRE_ZERO] = {"ZERO", WIRE_IO_SIZE, WIRE_IO_SIZE,
+                   WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE},
+    [WIRE_BARRIER] = {"BARRIER", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_RECV_ACK] = {"RECV_ACK", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_WRITE_ACK] = {"WRITE_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0},
+    [WIRE_BARRIER_ACK] = {"BARRIER_ACK", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_PING] = {"PING", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_PONG] = {"PONG", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_BITMAP] = {"BITMAP", 16, 8 + 8 * WIRE_BITMAP_WORDS, 0},
+    [WIRE_BITMAP_DONE] = {"BITMAP_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_RS_DATA] = {"RS_DATA", WIRE_IO_SIZE, WIRE_MAX_PAYLOAD, WIRE_F_HOLE},
+    [WIRE_RS_ACK] = {"RS_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0},
+    [WIRE_RS_REQUEST] = {"RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
+    [WIRE_STATE] = {"STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0},
+    [WIRE_RS_DONE] = {"RS_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
 };
 
 const char *wire_type_name(uint16_t type)
@@ -52,7 +52,8 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *e
 	h->flags = nbd_be16(in + 6);
 	h->len = nbd_be32(in + 8);
 	if (magic != WIRE_MAGIC) {
-		snprintf(err, errlen, "bad frame magic 0x%08x (expected 0x%08x)", magic, WIRE_MAGIC);
+		snprintf(err, errlen, "bad frame magic 0x%08x (expected 0x%08x)", magic,
+		         WIRE_MAGIC);
 		return -1;
 	}
 	if (h->type < 1 || h->type > WIRE_TYPE_MAX) {
@@ -61,16 +62,17 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *e
 	}
 	if (h->flags & ~types[h->type].flags) {
 		snprintf(err, errlen, "%s frame with unknown flags 0x%x", types[h->type].name,
-			 h->flags);
+		         h->flags);
 		return -1;
 	}
 	if (h->len < types[h->type].min || h->len > types[h->type].max) {
 		snprintf(err, errlen, "%s frame payload of %u bytes (allowed %u..%u)",
-			 types[h->type].name, h->len, types[h->type].min, types[h->type].max);
+		         types[h->type].name, h->len, types[h->type].min, types[h->type].max);
 		return -1;
 	}
 	if (h->type == WIRE_BITMAP && (h->len - 8) % 8 != 0) {
-		snprintf(err, errlen, "BITMAP frame payload of %u bytes is not whole words", h->len);
+		snprintf(err, errlen, "BITMAP frame payload of %u bytes is not whole words",
+		         h->len);
 		return -1;
 	}
 	return 0;
@@ -117,7 +119,7 @@ static int get_name(const uint8_t *in, char *out, const char *what, char *err, s
 		bool ok = i < n ? (in[i] > 0x20 && in[i] < 0x7f) : in[i] == 0;
 		if (!ok) {
 			snprintf(err, errlen, "HELLO %s field has a bad byte 0x%02x at %zu", what,
-				 in[i], i);
+			         in[i], i);
 			return -1;
 		}
 	}
@@ -146,7 +148,7 @@ int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char 
 	p += 8;
 	if (h->version != WIRE_VERSION) {
 		snprintf(err, errlen, "peer speaks protocol version %u, this node speaks %u",
-			 h->version, WIRE_VERSION);
+		         h->version, WIRE_VERSION);
 		return -1;
 	}
 	if (h->stream != WIRE_STREAM_DATA && h->stream != WIRE_STREAM_META) {
@@ -154,8 +156,8 @@ int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char 
 		return -1;
 	}
 	if (h->role > WIRE_ROLE_PRIMARY || h->disk > WIRE_DISK_FAILED || h->mode > 2) {
-		snprintf(err, errlen, "HELLO carries role %u, disk %u, mode %u out of range", h->role,
-			 h->disk, h->mode);
+		snprintf(err, errlen, "HELLO carries role %u, disk %u, mode %u out of range",
+		         h->role, h->disk, h->mode);
 		return -1;
 	}
 	if (get_name(p, h->node, "node", err, errlen) < 0 ||
@@ -174,7 +176,7 @@ int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char 
 	if (h->block_size < 4096 || h->block_size > (1u << 20) ||
 	    (h->block_size & (h->block_size - 1))) {
 		snprintf(err, errlen, "HELLO bitmap block size %u is not a power of two in 4K..1M",
-			 h->block_size);
+		         h->block_size);
 		return -1;
 	}
 	return 0;
@@ -188,27 +190,28 @@ void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io)
 }
 
 int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, uint32_t align,
-		   struct wire_io *io, char *err, size_t errlen)
+                   struct wire_io *io, char *err, size_t errlen)
 {
 	io->id = nbd_be64(in);
 	io->off = nbd_be64(in + 8);
 	io->len = nbd_be32(in + 16);
-	bool payload = h->type == WIRE_DATA || (h->type == WIRE_RS_DATA && !(h->flags & WIRE_F_HOLE));
+	bool payload =
+	    h->type == WIRE_DATA || (h->type == WIRE_RS_DATA && !(h->flags & WIRE_F_HOLE));
 	uint64_t want = WIRE_IO_SIZE + (payload ? (uint64_t)io->len : 0);
 	if (h->len != want) {
 		snprintf(err, errlen, "%s frame of %u bytes for a %u-byte range (expected %llu)",
-			 wire_type_name(h->type), h->len, io->len, (unsigned long long)want);
+		         wire_type_name(h->type), h->len, io->len, (unsigned long long)want);
 		return -1;
 	}
 	if (io->len == 0 || io->off > size || size - io->off < io->len) {
 		snprintf(err, errlen, "%s range %llu+%u is outside the volume (%llu bytes)",
-			 wire_type_name(h->type), (unsigned long long)io->off, io->len,
-			 (unsigned long long)size);
+		         wire_type_name(h->type), (unsigned long long)io->off, io->len,
+		         (unsigned long long)size);
 		return -1;
 	}
 	if (align > 1 && ((io->off | io->len) & (align - 1))) {
 		snprintf(err, errlen, "%s range %llu+%u is not aligned to %u bytes",
-			 wire_type_name(h->type), (unsigned long long)io->off, io->len, align);
+		         wire_type_name(h->type), (unsigned long long)io->off, io->len, align);
 		return -1;
 	}
 	return 0;

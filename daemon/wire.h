@@ -47,7 +47,8 @@ void wire_hdr_encode(uint8_t out[WIRE_HDR_SIZE], uint16_t type, uint16_t flags, 
 int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *err, size_t errlen);
 
 void wire_hello_encode(uint8_t out[WIRE_HELLO_SIZE], const struct wire_hello *h);
-int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char *err, size_t errlen);
+int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char *err,
+                      size_t errlen);
 
 void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io);
 /*
@@ -55,7 +56,7 @@ void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io);
  * the payload length matches, the range is inside size, aligned to align (power of two).
  */
 int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, uint32_t align,
-		   struct wire_io *io, char *err, size_t errlen);
+                   struct wire_io *io, char *err, size_t errlen);
 
 void wire_put_id(uint8_t *out, uint64_t id);
 uint64_t wire_get_id(const uint8_t *in);

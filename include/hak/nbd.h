@@ -8,12 +8,12 @@
 
 #include <stdint.h>
 
-#define NBD_MAGIC_INIT           UINT64_C(0x4e42444d41474943) /* "NBDMAGIC" */
-#define NBD_MAGIC_OPTS           UINT64_C(0x49484156454F5054) /* "IHAVEOPT" */
-#define NBD_MAGIC_OPT_REPLY      UINT64_C(0x0003e889045565a9)
-#define NBD_MAGIC_REQUEST        UINT32_C(0x25609513)
-#define NBD_MAGIC_SIMPLE_REPLY   UINT32_C(0x67446698)
-#define NBD_MAGIC_STRUCT_REPLY   UINT32_C(0x668e33ef)
+#define NBD_MAGIC_INIT         UINT64_C(0x4e42444d41474943) /* "NBDMAGIC" */
+#define NBD_MAGIC_OPTS         UINT64_C(0x49484156454F5054) /* "IHAVEOPT" */
+#define NBD_MAGIC_OPT_REPLY    UINT64_C(0x0003e889045565a9)
+#define NBD_MAGIC_REQUEST      UINT32_C(0x25609513)
+#define NBD_MAGIC_SIMPLE_REPLY UINT32_C(0x67446698)
+#define NBD_MAGIC_STRUCT_REPLY UINT32_C(0x668e33ef)
 
 /* Handshake flags (server) and client flags. */
 #define NBD_FLAG_FIXED_NEWSTYLE   (1u << 0)
@@ -85,13 +85,13 @@
 #define NBD_CMD_FLAG_FAST_ZERO (1u << 4)
 
 /* Structured reply chunk types and flags. */
-#define NBD_REPLY_FLAG_DONE           (1u << 0)
-#define NBD_REPLY_TYPE_NONE           0u
-#define NBD_REPLY_TYPE_OFFSET_DATA    1u
-#define NBD_REPLY_TYPE_OFFSET_HOLE    2u
-#define NBD_REPLY_TYPE_BLOCK_STATUS   5u
-#define NBD_REPLY_TYPE_ERROR          ((1u << 15) + 1)
-#define NBD_REPLY_TYPE_ERROR_OFFSET   ((1u << 15) + 2)
+#define NBD_REPLY_FLAG_DONE         (1u << 0)
+#define NBD_REPLY_TYPE_NONE         0u
+#define NBD_REPLY_TYPE_OFFSET_DATA  1u
+#define NBD_REPLY_TYPE_OFFSET_HOLE  2u
+#define NBD_REPLY_TYPE_BLOCK_STATUS 5u
+#define NBD_REPLY_TYPE_ERROR        ((1u << 15) + 1)
+#define NBD_REPLY_TYPE_ERROR_OFFSET ((1u << 15) + 2)
 
 /* base:allocation flags. */
 #define NBD_STATE_HOLE (1u << 0)
@@ -108,11 +108,11 @@
 #define NBD_ESHUTDOWN 108u
 
 /* Sizes of fixed wire structures. */
-#define NBD_REQUEST_SIZE        28u
-#define NBD_SIMPLE_REPLY_SIZE   16u
-#define NBD_STRUCT_REPLY_SIZE   20u
-#define NBD_OPT_HEADER_SIZE     16u
-#define NBD_OPT_REPLY_HDR_SIZE  20u
-#define NBD_MAX_STRING          4096u
+#define NBD_REQUEST_SIZE       28u
+#define NBD_SIMPLE_REPLY_SIZE  16u
+#define NBD_STRUCT_REPLY_SIZE  20u
+#define NBD_OPT_HEADER_SIZE    16u
+#define NBD_OPT_REPLY_HDR_SIZE 20u
+#define NBD_MAX_STRING         4096u
 
 #endif

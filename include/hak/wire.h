@@ -9,37 +9,37 @@
  *   u32 magic 'HAKW' | u16 type | u16 flags | u32 payload length
  *
  * The lower-numbered node (by name) connects; the other accepts. Each stream begins with a HELLO in
- * both directions; a receiver checks every field and drops the connection, with a log line that says
- * what differs, on any mismatch.
+ * both directions; a receiver checks every field and drops the connection, with a log line that
+ * says what differs, on any mismatch.
  */
 #ifndef HAK_WIRE_H
 #define HAK_WIRE_H
 
 #include <stdint.h>
 
-#define WIRE_MAGIC	   UINT32_C(0x48414b57) /* "HAKW" */
-#define WIRE_VERSION	   1u
-#define WIRE_HDR_SIZE	   12u
-#define WIRE_MAX_PAYLOAD   ((32u << 20) + 64u) /* one write of max-payload plus its fixed part */
-#define WIRE_NAME_MAX	   64u
+#define WIRE_MAGIC       UINT32_C(0x48414b57) /* "HAKW" */
+#define WIRE_VERSION     1u
+#define WIRE_HDR_SIZE    12u
+#define WIRE_MAX_PAYLOAD ((32u << 20) + 64u) /* one write of max-payload plus its fixed part */
+#define WIRE_NAME_MAX    64u
 
 enum wire_stream { WIRE_STREAM_DATA = 1, WIRE_STREAM_META = 2 };
 
 enum wire_type {
-	WIRE_HELLO = 1,	      /* both streams, both directions, first frame */
-	WIRE_DATA = 2,	      /* DATA: an application write (payload follows the fixed part) */
-	WIRE_TRIM = 3,	      /* DATA: punch a range; no payload */
-	WIRE_ZERO = 4,	      /* DATA: zero a range; no payload */
-	WIRE_BARRIER = 5,     /* DATA: all earlier writes stable, then BARRIER_ACK */
-	WIRE_RECV_ACK = 6,    /* META: write received (memsync) */
-	WIRE_WRITE_ACK = 7,   /* META: write on the peer's disk (sync); also sent in every mode */
-	WIRE_BARRIER_ACK = 8, /* META */
-	WIRE_PING = 9,	      /* META */
-	WIRE_PONG = 10,	      /* META */
-	WIRE_BITMAP = 11,     /* DATA: a run of bitmap words, OR-ed into the receiver's bitmap */
-	WIRE_BITMAP_DONE = 12,/* DATA: the sender's bitmap is complete */
-	WIRE_RS_DATA = 13,    /* DATA: resync block run from the source (payload, or none if hole) */
-	WIRE_RS_ACK = 14,     /* META: the target wrote a resync run */
+	WIRE_HELLO = 1,        /* both streams, both directions, first frame */
+	WIRE_DATA = 2,         /* DATA: an application write (payload follows the fixed part) */
+	WIRE_TRIM = 3,         /* DATA: punch a range; no payload */
+	WIRE_ZERO = 4,         /* DATA: zero a range; no payload */
+	WIRE_BARRIER = 5,      /* DATA: all earlier writes stable, then BARRIER_ACK */
+	WIRE_RECV_ACK = 6,     /* META: write received (memsync) */
+	WIRE_WRITE_ACK = 7,    /* META: write on the peer's disk (sync); also sent in every mode */
+	WIRE_BARRIER_ACK = 8,  /* META */
+	WIRE_PING = 9,         /* META */
+	WIRE_PONG = 10,        /* META */
+	WIRE_BITMAP = 11,      /* DATA: a run of bitmap words, OR-ed into the receiver's bitmap */
+	WIRE_BITMAP_DONE = 12, /* DATA: the sender's bitmap is complete */
+	WIRE_RS_DATA = 13, /* DATA: resync block run from the source (payload, or none if hole) */
+	WIRE_RS_ACK = 14,  /* META: the target wrote a resync run */
 	WIRE_RS_REQUEST = 15, /* DATA: the target asks for a range (checksum resync, next issue) */
 	WIRE_STATE = 16,      /* META: role / disk state change */
 	WIRE_RS_DONE = 17,    /* DATA: the source has sent everything */
@@ -47,11 +47,11 @@ enum wire_type {
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
-#define WIRE_F_FUA	 (1u << 0)
-#define WIRE_F_RECV_ACK	 (1u << 1) /* reply RECV_ACK on receipt */
-#define WIRE_F_NO_HOLE	 (1u << 2) /* ZERO: keep allocated */
-#define WIRE_F_HOLE	 (1u << 3) /* RS_DATA: the range is a hole at the source, no payload */
-#define WIRE_F_KNOWN	 (WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE | WIRE_F_HOLE)
+#define WIRE_F_FUA      (1u << 0)
+#define WIRE_F_RECV_ACK (1u << 1) /* reply RECV_ACK on receipt */
+#define WIRE_F_NO_HOLE  (1u << 2) /* ZERO: keep allocated */
+#define WIRE_F_HOLE     (1u << 3) /* RS_DATA: the range is a hole at the source, no payload */
+#define WIRE_F_KNOWN    (WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE | WIRE_F_HOLE)
 
 /* Roles and disk states as they travel. */
 enum wire_role { WIRE_ROLE_SECONDARY = 0, WIRE_ROLE_PRIMARY = 1 };
@@ -64,10 +64,12 @@ enum wire_disk {
 };
 
 /* HELLO payload, fixed size. */
-#define WIRE_HELLO_SIZE (4 + 1 + 1 + 1 + 1 + WIRE_NAME_MAX + WIRE_NAME_MAX + 16 + 8 + 4 + 4 + 8 * 4 + 8)
+#define WIRE_HELLO_SIZE                                                                            \
+	(4 + 1 + 1 + 1 + 1 + WIRE_NAME_MAX + WIRE_NAME_MAX + 16 + 8 + 4 + 4 + 8 * 4 + 8)
 /* Fixed part of DATA / TRIM / ZERO / RS_DATA: u64 id, u64 offset, u32 length. */
 #define WIRE_IO_SIZE 20u
-/* BARRIER / BARRIER_ACK / RECV_ACK / PING / PONG / RS_DONE: u64 id. WRITE_ACK, RS_ACK: u64 id, u32 status. */
+/* BARRIER / BARRIER_ACK / RECV_ACK / PING / PONG / RS_DONE: u64 id. WRITE_ACK, RS_ACK: u64 id, u32
+ * status. */
 #define WIRE_ID_SIZE  8u
 #define WIRE_ACK_SIZE 12u
 /* BITMAP: u64 first word index, then words (u64 each), at most WIRE_BITMAP_WORDS per frame. */

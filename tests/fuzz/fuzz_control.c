@@ -19,7 +19,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct control *ctl;
 	if (!ctl) {
-		if (control_create(NULL, NULL, &ctl) < 0 || control_register(ctl, "status", echo, NULL) < 0)
+		if (control_create(NULL, NULL, &ctl) < 0 ||
+		    control_register(ctl, "status", echo, NULL) < 0)
 			abort();
 	}
 	char *out = control_handle_line(ctl, (const char *)data, size);

@@ -10,10 +10,14 @@
 #include "nbd_proto.h"
 
 static struct nbd_export exp = {
-	.name = "vol0", .description = "fuzz", .size = 1 << 20,
-	.min_block = 512, .pref_block = 4096, .max_payload = 32u << 20,
+    .name = "vol0",
+    .description = "fuzz",
+    .size = 1 << 20,
+    .min_block = 512,
+    .pref_block = 4096,
+    .max_payload = 32u << 20,
 };
-static const struct nbd_export *list[1] = { &exp };
+static const struct nbd_export *list[1] = {&exp};
 
 static const struct nbd_export *lookup(void *ctx, const char *name, size_t len)
 {
@@ -26,13 +30,13 @@ static const struct nbd_export *lookup(void *ctx, const char *name, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct nbd_neg n = { .lookup = lookup, .list = list, .n_list = 1 };
+	struct nbd_neg n = {.lookup = lookup, .list = list, .n_list = 1};
 	size_t pos = 0;
 	if (size < 4 || nbd_client_flags(&n, nbd_be32(data)) < 0)
 		return 0;
 	pos = 4;
 	while (size - pos >= NBD_OPT_HEADER_SIZE) {
-		struct nbd_buf out = { 0 };
+		struct nbd_buf out = {0};
 		if (nbd_be64(data + pos) != NBD_MAGIC_OPTS)
 			return 0;
 		uint32_t opt = nbd_be32(data + pos + 8), len = nbd_be32(data + pos + 12);

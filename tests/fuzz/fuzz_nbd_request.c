@@ -15,14 +15,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 12)
 		return 0;
 	struct nbd_export e = {
-		.name = "x",
-		.size = nbd_be64(data) >> (data[8] & 63),
-		.min_block = 1u << (data[9] % 17),
-		.pref_block = 4096,
-		.max_payload = 32u << 20,
-		.read_only = data[10] & 1,
+	    .name = "x",
+	    .size = nbd_be64(data) >> (data[8] & 63),
+	    .min_block = 1u << (data[9] % 17),
+	    .pref_block = 4096,
+	    .max_payload = 32u << 20,
+	    .read_only = data[10] & 1,
 	};
-	struct nbd_neg n = { .structured = data[11] & 1, .meta_alloc = (data[11] >> 1) & 1 };
+	struct nbd_neg n = {.structured = data[11] & 1, .meta_alloc = (data[11] >> 1) & 1};
 	for (size_t pos = 12; size - pos >= NBD_REQUEST_SIZE; pos += NBD_REQUEST_SIZE) {
 		struct nbd_request r;
 		if (nbd_request_decode(data + pos, &r) < 0)

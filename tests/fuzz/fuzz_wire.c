@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct wire_hello hello;
 			(void)wire_hello_decode(p, h.len, &hello, err, sizeof(err));
 		} else if (h.type == WIRE_DATA || h.type == WIRE_TRIM || h.type == WIRE_ZERO ||
-			   h.type == WIRE_RS_DATA) {
+		           h.type == WIRE_RS_DATA) {
 			struct wire_io io;
 			if (wire_io_decode(&h, p, vol, 512, &io, err, sizeof(err)) == 0 &&
 			    (io.off > vol || vol - io.off < io.len || io.len == 0 ||

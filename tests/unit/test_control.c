@@ -20,7 +20,7 @@ static json_t *h_status(void *ctx, json_t *req, char *err, size_t errlen)
 	(void)errlen;
 	calls++;
 	return json_pack("{s:s, s:O?}", "who", (const char *)ctx, "echo",
-			 json_object_get(req, "arg"));
+	                 json_object_get(req, "arg"));
 }
 
 static json_t *h_fail(void *ctx, json_t *req, char *err, size_t errlen)
@@ -47,7 +47,7 @@ START_TEST(dispatch)
 {
 	struct control *ctl;
 	ck_assert_int_eq(control_create(NULL, NULL, &ctl), 0);
-	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t)"me"), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t) "me"), 0);
 	ck_assert_int_eq(control_register(ctl, "fail", h_fail, NULL), 0);
 	const char *ok = "{\"cmd\":\"status\",\"arg\":[1,2]}";
 	json_t *j = parse(control_handle_line(ctl, ok, strlen(ok)));
@@ -56,16 +56,18 @@ START_TEST(dispatch)
 	ck_assert_int_eq(json_array_size(json_object_get(j, "echo")), 2);
 	json_decref(j);
 
-	const char *bad[] = { "{\"cmd\":", "[1]", "{\"cmd\":5}", "{\"cmd\":\"nope\"}",
-			      "{\"cmd\":\"fail\"}", "{\"cmd\":\"status\",\"cmd\":\"x\"}" };
-	const char *want[] = { "not valid JSON", "must be a JSON object", "must be a JSON object",
-			       "Unknown command 'nope'", "does not exist", "not valid JSON" };
+	const char *bad[] = {"{\"cmd\":",          "[1]",
+	                     "{\"cmd\":5}",        "{\"cmd\":\"nope\"}",
+	                     "{\"cmd\":\"fail\"}", "{\"cmd\":\"status\",\"cmd\":\"x\"}"};
+	const char *want[] = {"not valid JSON",        "must be a JSON object",
+	                      "must be a JSON object", "Unknown command 'nope'",
+	                      "does not exist",        "not valid JSON"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		j = parse(control_handle_line(ctl, bad[i], strlen(bad[i])));
 		ck_assert(json_is_false(json_object_get(j, "ok")));
 		const char *e = json_string_value(json_object_get(j, "error"));
 		ck_assert_msg(e && strstr(e, want[i]), "case %zu: error '%s' lacks '%s'", i, e,
-			      want[i]);
+		              want[i]);
 		json_decref(j);
 	}
 	control_destroy(ctl);
@@ -80,12 +82,13 @@ struct client_arg {
 static void *client_thread(void *p)
 {
 	struct client_arg *a = p;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	strcpy(sa.sun_path, a->path);
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
 		/* Two requests in one write: both must be answered, in order. */
-		const char *req = "{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":\"status\",\"arg\":2}\n";
+		const char *req =
+		    "{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":\"status\",\"arg\":2}\n";
 		(void)!write(fd, req, strlen(req));
 		size_t len = 0;
 		while (len < sizeof(a->reply) - 1) {
@@ -114,12 +117,12 @@ START_TEST(socket_round_trip)
 {
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
 	struct control *ctl;
-	struct client_arg a = { 0 };
+	struct client_arg a = {0};
 	pthread_t th;
 	ev_timer stop;
 	snprintf(a.path, sizeof(a.path), "/tmp/hak-test-ctl.%d", (int)getpid());
 	ck_assert_int_eq(control_create(loop, a.path, &ctl), 0);
-	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t)"sock"), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t) "sock"), 0);
 	calls = 0;
 	pthread_create(&th, NULL, client_thread, &a);
 	ev_timer_init(&stop, stop_cb, 0.05, 0.05);

@@ -8,12 +8,12 @@
 #include "nbd_proto.h"
 
 static struct nbd_export exp_rw = {
-	.name = "vol0",
-	.description = "test volume",
-	.size = 1 << 20,
-	.min_block = 512,
-	.pref_block = 4096,
-	.max_payload = 32u << 20,
+    .name = "vol0",
+    .description = "test volume",
+    .size = 1 << 20,
+    .min_block = 512,
+    .pref_block = 4096,
+    .max_payload = 32u << 20,
 };
 
 static const struct nbd_export *lookup(void *ctx, const char *name, size_t len)
@@ -24,7 +24,7 @@ static const struct nbd_export *lookup(void *ctx, const char *name, size_t len)
 	return NULL;
 }
 
-static const struct nbd_export *list_one[1] = { &exp_rw };
+static const struct nbd_export *list_one[1] = {&exp_rw};
 
 static void neg_init(struct nbd_neg *n, struct nbd_export *e)
 {
@@ -93,10 +93,10 @@ END_TEST
 START_TEST(go_success)
 {
 	struct nbd_neg n;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	struct rep r[8];
 	uint8_t d[64];
-	uint16_t reqs[] = { NBD_INFO_NAME, NBD_INFO_DESCRIPTION, NBD_INFO_BLOCK_SIZE };
+	uint16_t reqs[] = {NBD_INFO_NAME, NBD_INFO_DESCRIPTION, NBD_INFO_BLOCK_SIZE};
 	neg_init(&n, &exp_rw);
 	size_t len = go_data(d, "vol0", reqs, 3);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_GO, d, (uint32_t)len, &out), NBD_OPT_DONE_GO);
@@ -133,7 +133,7 @@ END_TEST
 START_TEST(go_errors)
 {
 	struct nbd_neg n;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	struct rep r[4];
 	uint8_t d[64];
 	neg_init(&n, &exp_rw);
@@ -148,7 +148,8 @@ START_TEST(go_errors)
 	/* Declared request count does not match the length. */
 	len = go_data(d, "vol0", NULL, 0);
 	nbd_put16(d + 8, 3);
-	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_INFO, d, (uint32_t)len, &out), NBD_OPT_CONTINUE);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_INFO, d, (uint32_t)len, &out),
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_INVALID);
 	nbd_buf_free(&out);
@@ -176,7 +177,7 @@ END_TEST
 START_TEST(simple_options)
 {
 	struct nbd_neg n;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	struct rep r[4];
 	neg_init(&n, &exp_rw);
 
@@ -199,16 +200,16 @@ START_TEST(simple_options)
 	ck_assert_uint_eq(r[1].type, NBD_REP_ACK);
 	nbd_buf_free(&out);
 
-	uint8_t junk[3] = { 1, 2, 3 };
+	uint8_t junk[3] = {1, 2, 3};
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STRUCTURED_REPLY, junk, 3, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_INVALID);
 	ck_assert(!n.structured);
 	nbd_buf_free(&out);
 
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STRUCTURED_REPLY, NULL, 0, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert(n.structured);
 	nbd_buf_free(&out);
 
@@ -228,20 +229,20 @@ END_TEST
 START_TEST(export_name)
 {
 	struct nbd_neg n;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	neg_init(&n, &exp_rw);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, (const uint8_t *)"vol0", 4, &out),
-			 NBD_OPT_DONE_EXPORT);
+	                 NBD_OPT_DONE_EXPORT);
 	ck_assert_uint_eq(out.len, 134);
 	ck_assert(nbd_be64(out.data) == (1u << 20));
 	nbd_buf_free(&out);
 	n.no_zeroes = true;
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, NULL, 0, &out),
-			 NBD_OPT_DONE_EXPORT);
+	                 NBD_OPT_DONE_EXPORT);
 	ck_assert_uint_eq(out.len, 10);
 	nbd_buf_free(&out);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, (const uint8_t *)"x", 1, &out),
-			 NBD_OPT_CLOSE);
+	                 NBD_OPT_CLOSE);
 	ck_assert_uint_eq(out.len, 0);
 	nbd_buf_free(&out);
 }
@@ -266,20 +267,20 @@ static size_t meta_data(uint8_t *d, const char *name, const char *const *q, unsi
 START_TEST(meta_context)
 {
 	struct nbd_neg n;
-	struct nbd_buf out = { 0 };
+	struct nbd_buf out = {0};
 	struct rep r[4];
 	uint8_t d[256];
-	const char *const qs[] = { "qemu:dirty-bitmap:x", "base:allocation" };
+	const char *const qs[] = {"qemu:dirty-bitmap:x", "base:allocation"};
 	neg_init(&n, &exp_rw);
 	size_t len = meta_data(d, "vol0", qs, 2);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_SET_META_CONTEXT, d, (uint32_t)len, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_INVALID); /* before STRUCTURED_REPLY */
 	nbd_buf_free(&out);
 	n.structured = true;
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_SET_META_CONTEXT, d, (uint32_t)len, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
 	ck_assert_uint_eq(r[0].type, NBD_REP_META_CONTEXT);
 	ck_assert_uint_eq(nbd_be32(r[0].data), NBD_META_ALLOC_ID);
@@ -291,7 +292,7 @@ START_TEST(meta_context)
 	/* LIST with no queries names every context; it does not select anything. */
 	len = meta_data(d, "vol0", NULL, 0);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_LIST_META_CONTEXT, d, (uint32_t)len, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
 	ck_assert_uint_eq(r[0].type, NBD_REP_META_CONTEXT);
 	ck_assert_uint_eq(nbd_be32(r[0].data), 0);
@@ -300,7 +301,7 @@ START_TEST(meta_context)
 	/* Truncated query framing. */
 	len = meta_data(d, "vol0", qs, 2);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_SET_META_CONTEXT, d, (uint32_t)len - 3, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_INVALID);
 	nbd_buf_free(&out);
@@ -308,7 +309,7 @@ START_TEST(meta_context)
 	/* Unknown export. */
 	len = meta_data(d, "other", qs, 2);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_SET_META_CONTEXT, d, (uint32_t)len, &out),
-			 NBD_OPT_CONTINUE);
+	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_UNKNOWN);
 	nbd_buf_free(&out);
@@ -346,51 +347,51 @@ struct vcase {
 };
 
 static const struct vcase vcases[] = {
-	{ NBD_CMD_READ, 0, 0, 4096, false, false, false, 0 },
-	{ NBD_CMD_READ, NBD_CMD_FLAG_FUA, 0, 4096, false, false, false, 0 },
-	{ NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 4096, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 4096, true, false, false, 0 },
-	{ NBD_CMD_READ, 0, (1 << 20) - 512, 1024, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, 0, 1ull << 62, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, 0, 100, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, 0, 0, 100, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, 0, 0, 0, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_READ, 0, 0, (32u << 20) + 512, false, false, false, NBD_EOVERFLOW },
-	{ NBD_CMD_WRITE, 0, (1 << 20) - 512, 1024, false, false, false, NBD_ENOSPC },
-	{ NBD_CMD_WRITE, 0, 0, 512, false, false, true, NBD_EPERM },
-	{ NBD_CMD_WRITE, NBD_CMD_FLAG_NO_HOLE, 0, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_WRITE, 1u << 9, 0, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_FLUSH, 0, 0, 0, false, false, false, 0 },
-	{ NBD_CMD_FLUSH, NBD_CMD_FLAG_FUA, 0, 0, false, false, false, 0 },
-	{ NBD_CMD_FLUSH, 0, 512, 0, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_TRIM, NBD_CMD_FLAG_FUA, 0, 8192, false, false, false, 0 },
-	{ NBD_CMD_TRIM, 0, 0, 8192, false, false, true, NBD_EPERM },
-	{ NBD_CMD_TRIM, 0, 1 << 20, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FAST_ZERO, 0, 8192, false,
-	  false, false, 0 },
-	{ NBD_CMD_WRITE_ZEROES, 0, (1 << 20) - 512, 1024, false, false, false, NBD_ENOSPC },
-	{ NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_REQ_ONE, 0, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_CACHE, 0, 0, 1 << 20, false, false, false, 0 },
-	{ NBD_CMD_BLOCK_STATUS, 0, 0, 1 << 20, true, false, false, NBD_EINVAL },
-	{ NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_REQ_ONE, 0, 1 << 20, true, true, false, 0 },
-	{ NBD_CMD_BLOCK_STATUS, 0, 1, 100, true, true, false, 0 },
-	{ NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_DF, 0, 512, true, true, false, NBD_EINVAL },
-	{ 42, 0, 0, 512, false, false, false, NBD_EINVAL },
-	{ NBD_CMD_DISC, 0, 0, 0, false, false, false, 0 },
+    {NBD_CMD_READ, 0, 0, 4096, false, false, false, 0},
+    {NBD_CMD_READ, NBD_CMD_FLAG_FUA, 0, 4096, false, false, false, 0},
+    {NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 4096, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, NBD_CMD_FLAG_DF, 0, 4096, true, false, false, 0},
+    {NBD_CMD_READ, 0, (1 << 20) - 512, 1024, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, 0, 1ull << 62, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, 0, 100, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, 0, 0, 100, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, 0, 0, 0, false, false, false, NBD_EINVAL},
+    {NBD_CMD_READ, 0, 0, (32u << 20) + 512, false, false, false, NBD_EOVERFLOW},
+    {NBD_CMD_WRITE, 0, (1 << 20) - 512, 1024, false, false, false, NBD_ENOSPC},
+    {NBD_CMD_WRITE, 0, 0, 512, false, false, true, NBD_EPERM},
+    {NBD_CMD_WRITE, NBD_CMD_FLAG_NO_HOLE, 0, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_WRITE, 1u << 9, 0, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_FLUSH, 0, 0, 0, false, false, false, 0},
+    {NBD_CMD_FLUSH, NBD_CMD_FLAG_FUA, 0, 0, false, false, false, 0},
+    {NBD_CMD_FLUSH, 0, 512, 0, false, false, false, NBD_EINVAL},
+    {NBD_CMD_TRIM, NBD_CMD_FLAG_FUA, 0, 8192, false, false, false, 0},
+    {NBD_CMD_TRIM, 0, 0, 8192, false, false, true, NBD_EPERM},
+    {NBD_CMD_TRIM, 0, 1 << 20, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_NO_HOLE | NBD_CMD_FLAG_FAST_ZERO, 0, 8192, false, false,
+     false, 0},
+    {NBD_CMD_WRITE_ZEROES, 0, (1 << 20) - 512, 1024, false, false, false, NBD_ENOSPC},
+    {NBD_CMD_WRITE_ZEROES, NBD_CMD_FLAG_REQ_ONE, 0, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_CACHE, 0, 0, 1 << 20, false, false, false, 0},
+    {NBD_CMD_BLOCK_STATUS, 0, 0, 1 << 20, true, false, false, NBD_EINVAL},
+    {NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_REQ_ONE, 0, 1 << 20, true, true, false, 0},
+    {NBD_CMD_BLOCK_STATUS, 0, 1, 100, true, true, false, 0},
+    {NBD_CMD_BLOCK_STATUS, NBD_CMD_FLAG_DF, 0, 512, true, true, false, NBD_EINVAL},
+    {42, 0, 0, 512, false, false, false, NBD_EINVAL},
+    {NBD_CMD_DISC, 0, 0, 0, false, false, false, 0},
 };
 
 START_TEST(request_validate)
 {
 	const struct vcase *c = &vcases[_i];
-	struct nbd_neg n = { .structured = c->structured, .meta_alloc = c->meta };
+	struct nbd_neg n = {.structured = c->structured, .meta_alloc = c->meta};
 	struct nbd_export e = exp_rw;
-	struct nbd_request r = { .flags = c->flags, .type = c->type, .offset = c->off,
-				 .length = c->len };
+	struct nbd_request r = {
+	    .flags = c->flags, .type = c->type, .offset = c->off, .length = c->len};
 	e.read_only = c->ro;
 	ck_assert_msg(nbd_request_validate(&n, &e, &r) == c->want,
-		      "case %d (%s flags=0x%x off=%llu len=%u): got %u, want %u", _i,
-		      nbd_cmd_name(c->type), c->flags, (unsigned long long)c->off, c->len,
-		      nbd_request_validate(&n, &e, &r), c->want);
+	              "case %d (%s flags=0x%x off=%llu len=%u): got %u, want %u", _i,
+	              nbd_cmd_name(c->type), c->flags, (unsigned long long)c->off, c->len,
+	              nbd_request_validate(&n, &e, &r), c->want);
 }
 END_TEST
 

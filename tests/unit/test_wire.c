@@ -42,9 +42,16 @@ END_TEST
 
 static struct wire_hello good_hello(void)
 {
-	struct wire_hello h = { .version = WIRE_VERSION, .stream = WIRE_STREAM_DATA, .role = 1,
-				.disk = 0, .mode = 2, .size = 1ull << 30, .block_size = 4096,
-				.gen_flags = 3, .gen = { 1, 2, 3, 4 }, .bits_set = 5 };
+	struct wire_hello h = {.version = WIRE_VERSION,
+	                       .stream = WIRE_STREAM_DATA,
+	                       .role = 1,
+	                       .disk = 0,
+	                       .mode = 2,
+	                       .size = 1ull << 30,
+	                       .block_size = 4096,
+	                       .gen_flags = 3,
+	                       .gen = {1, 2, 3, 4},
+	                       .bits_set = 5};
 	strcpy(h.node, "alpha");
 	strcpy(h.volume, "db");
 	memset(h.uuid, 0xab, 16);
@@ -86,8 +93,8 @@ END_TEST
 START_TEST(io_ranges)
 {
 	uint8_t b[WIRE_IO_SIZE];
-	struct wire_hdr h = { .type = WIRE_DATA, .flags = 0, .len = WIRE_IO_SIZE + 4096 };
-	struct wire_io io = { .id = 7, .off = 8192, .len = 4096 }, out;
+	struct wire_hdr h = {.type = WIRE_DATA, .flags = 0, .len = WIRE_IO_SIZE + 4096};
+	struct wire_io io = {.id = 7, .off = 8192, .len = 4096}, out;
 	const uint64_t size = 1 << 20;
 	wire_io_encode(b, &io);
 	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), 0);
@@ -113,7 +120,7 @@ START_TEST(io_ranges)
 	ck_assert_ptr_nonnull(strstr(err, "not aligned"));
 
 	/* A hole in a resync run carries no payload. */
-	struct wire_hdr hh = { .type = WIRE_RS_DATA, .flags = WIRE_F_HOLE, .len = WIRE_IO_SIZE };
+	struct wire_hdr hh = {.type = WIRE_RS_DATA, .flags = WIRE_F_HOLE, .len = WIRE_IO_SIZE};
 	io.off = 0;
 	io.len = 65536;
 	wire_io_encode(b, &io);

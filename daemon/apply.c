@@ -1,0 +1,259 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The secondary's apply side: writes, trims, zeroes and resync runs received from the peer are
+ * applied concurrently, except that a request overlapping one in flight (or one waiting before
+ * it) waits, so overlapping writes land in arrival order. A BARRIER is answered once every
+ * write received before it is done and an fdatasync made them stable. Reading from the peer
+ * pauses while too much is in flight, so a fast primary cannot grow this side without bound.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitmap.h"
+#include "buf.h"
+#include "config.h"
+#include "log.h"
+#include "repl_int.h"
+#include "volume.h"
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static bool apply_blocked(const struct repl *r, const struct apply *a, const struct apply *stop)
+{
+	for (const struct apply *x = r->applies; x; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	for (const struct apply *x = r->apply_wait; x && x != stop; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	return false;
+}
+
+static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
+{
+	uint8_t b[WIRE_ACK_SIZE];
+	if (!r->meta_s)
+		return;
+	wire_put_id(b, id);
+	b[8] = (uint8_t)(status >> 24);
+	b[9] = (uint8_t)(status >> 16);
+	b[10] = (uint8_t)(status >> 8);
+	b[11] = (uint8_t)status;
+	tstream_send_small(r->meta_s, type, 0, b,
+	                   type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE
+	                                                                 : WIRE_ID_SIZE);
+}
+
+static void barriers_progress(struct repl *r);
+static void apply_start(struct repl *r, struct apply *a);
+
+static void apply_free(struct repl *r, struct apply *a)
+{
+	r->apply_count--;
+	r->apply_bytes -= a->frame_len;
+	buf_put(a->frame, a->frame_len);
+	free(a);
+	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
+	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
+		r->data_paused = false;
+		tstream_pause(r->data, false);
+	}
+}
+
+static void apply_done(struct io_req *req)
+{
+	struct apply *a = req->data;
+	struct repl *r = a->r;
+	int err = req->res < 0 ? (int)-req->res : 0;
+
+	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->type != WIRE_DATA) {
+		/* TRIM/ZERO with FUA: make it durable before the ack. */
+		a->stage = 1;
+		memset(&a->io, 0, sizeof(a->io));
+		a->io.op = IO_OP_FDATASYNC;
+		a->io.fd = volume_fd(r->p.vol);
+		a->io.done = apply_done;
+		a->io.data = a;
+		io_submit(r->p.io, &a->io);
+		return;
+	}
+	if (err == EOPNOTSUPP && a->type == WIRE_TRIM)
+		err = 0; /* TRIM is advisory */
+	for (struct apply **pp = &r->applies; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	}
+	if (err)
+		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
+		         wire_type_name(a->type), a->len, (unsigned long long)a->off,
+		         strerror(err));
+	if (a->resync) {
+		if (!err)
+			bitmap_clear_range(r->bm, a->off, a->len);
+		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
+		r->rs_done_bytes += a->len;
+	} else {
+		send_ack(r, WIRE_WRITE_ACK, a->id, (uint32_t)err);
+	}
+	for (unsigned i = 0; i < r->nbarriers; i++)
+		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
+			r->barriers[i].pending--;
+	apply_free(r, a);
+	/* Start waiters that no longer overlap anything, in arrival order. */
+	struct apply **pp = &r->apply_wait;
+	while (*pp) {
+		struct apply *w = *pp;
+		if (!apply_blocked(r, w, w)) {
+			*pp = w->next;
+			apply_start(r, w);
+			continue;
+		}
+		pp = &w->next;
+	}
+	barriers_progress(r);
+}
+
+static void apply_start(struct repl *r, struct apply *a)
+{
+	a->next = r->applies;
+	r->applies = a;
+	a->active = true;
+	memset(&a->io, 0, sizeof(a->io));
+	a->io.fd = volume_fd(r->p.vol);
+	a->io.off = a->off;
+	a->io.len = a->len;
+	a->io.done = apply_done;
+	a->io.data = a;
+	switch (a->type) {
+	case WIRE_DATA:
+	case WIRE_RS_DATA:
+		if (a->type == WIRE_RS_DATA && (a->flags & WIRE_F_HOLE)) {
+			a->io.op = IO_OP_PUNCH;
+			break;
+		}
+		a->io.op = IO_OP_WRITE;
+		a->io.buf = a->frame + WIRE_IO_SIZE;
+		a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
+		if (!r->p.vcfg->direct_io)
+			a->io.flags |= IO_F_BUFFERED;
+		break;
+	case WIRE_TRIM:
+		a->io.op = IO_OP_PUNCH;
+		break;
+	default:
+		a->io.op = (a->flags & WIRE_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH;
+		break;
+	}
+	io_submit(r->p.io, &a->io);
+}
+
+/* DATA, TRIM, ZERO or RS_DATA from the peer. */
+void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
+{
+	char why[200];
+	struct wire_io io;
+	if (r->role == ROLE_PRIMARY) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent writes to a primary");
+		return;
+	}
+	if (wire_io_decode(h, payload, volume_size(r->p.vol), 512, &io, why, sizeof(why)) < 0) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, why);
+		return;
+	}
+	struct apply *a = calloc(1, sizeof(*a));
+	if (!a) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "out of memory for an incoming write");
+		return;
+	}
+	a->r = r;
+	a->type = h->type;
+	a->flags = h->flags;
+	a->id = io.id;
+	a->off = io.off;
+	a->len = io.len;
+	a->frame = payload;
+	a->frame_len = h->len;
+	a->epoch = r->epoch;
+	a->resync = h->type == WIRE_RS_DATA;
+	r->apply_count++;
+	r->apply_bytes += h->len;
+	if (h->flags & WIRE_F_RECV_ACK)
+		send_ack(r, WIRE_RECV_ACK, io.id, 0);
+	if (apply_blocked(r, a, NULL)) {
+		struct apply **pp = &r->apply_wait;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = a;
+	} else {
+		apply_start(r, a);
+	}
+	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
+		r->data_paused = true;
+		tstream_pause(r->data, true);
+	}
+}
+
+static void barrier_flushed(struct io_req *req)
+{
+	struct repl *r = req->data;
+	struct barrier_wait *b = &r->barriers[0];
+	int64_t res = req->res;
+	free(req);
+	if (res < 0)
+		repl_log(r, LOG_LVL_ERR, "Flushing for barrier %llu failed: %s.",
+		         (unsigned long long)b->id, strerror((int)-res));
+	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
+	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
+	r->nbarriers--;
+	barriers_progress(r);
+}
+
+/* The oldest barrier whose writes are all done gets its flush, then its ack. */
+static void barriers_progress(struct repl *r)
+{
+	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
+		return;
+	struct io_req *req = calloc(1, sizeof(*req));
+	if (!req)
+		return;
+	r->barriers[0].flushing = true;
+	req->op = IO_OP_FDATASYNC;
+	req->fd = volume_fd(r->p.vol);
+	req->done = barrier_flushed;
+	req->data = r;
+	io_submit(r->p.io, req);
+}
+
+void barrier_frame(struct repl *r, uint64_t id)
+{
+	if (r->nbarriers == BARRIERS_MAX) {
+		repl_drop_connection(r, "the peer sent more unanswered barriers than allowed");
+		return;
+	}
+	struct barrier_wait *b = &r->barriers[r->nbarriers++];
+	b->id = id;
+	b->epoch = r->epoch++;
+	b->pending = r->apply_count;
+	b->flushing = false;
+	barriers_progress(r);
+}
+
+/* Forget writes that were waiting to be applied: the primary tracks them in its bitmap. */
+void apply_drop_waiting(struct repl *r)
+{
+	while (r->apply_wait) {
+		struct apply *a = r->apply_wait;
+		r->apply_wait = a->next;
+		apply_free(r, a);
+	}
+	r->nbarriers = 0;
+}
