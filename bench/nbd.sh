@@ -4,6 +4,7 @@
 # run by run; each number is the median of RUNS runs of RUNTIME seconds.
 #
 #   bench/nbd.sh            (RUNS=3 RUNTIME=10 SIZE=1G HAK_BUILD=build/rel by default)
+#   ONLY=randwrite4k_qd1 bench/nbd.sh   (run only the workloads whose name matches the regex)
 #
 # Output, one line per workload, then the peak RSS of hakd:
 #   RESULT <workload> hakd=<iops> nbdkit=<iops> ratio=<hakd/nbdkit>
@@ -106,6 +107,7 @@ echo "bench: $RUNS runs of ${RUNTIME}s per server and workload, file $SIZE on $D
 for w in "${WORKLOADS[@]}"; do
 	name=${w%%|*}
 	args=${w#*|}
+	[[ $name =~ ${ONLY:-.} ]] || continue
 	h=()
 	n=()
 	for ((r = 1; r <= RUNS; r++)); do

@@ -103,6 +103,27 @@ static void io_efd_cb(struct ev_loop *loop, ev_io *w, int revents)
 	io_efd_consume(w->data);
 }
 
+static void io_wake_cb(struct ev_loop *loop, ev_idle *w, int revents)
+{
+	(void)revents;
+	ev_idle_stop(loop, w);
+}
+
+/* Completions reaped while the loop polls the pool were never signalled on the eventfd, so the
+ * poll that follows would sleep although callbacks just ran: a caller running the loop until one
+ * fired (ev_run(EVRUN_ONCE), io_drain) would wait for the next unrelated event. An active idle
+ * watcher makes that poll return at once. */
+static void io_prep_wait_briefly(struct io_engine *eng)
+{
+	if (!io_pool_wait_briefly(eng))
+		return;
+	/* Callbacks may have queued more work (a follow-up write). */
+	if (eng->use_ring)
+		io_ring_submit(eng);
+	io_pool_flush(eng);
+	ev_idle_start(eng->loop, &eng->wake_w);
+}
+
 static void io_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct io_engine *eng = w->data;
@@ -110,8 +131,10 @@ static void io_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)loop;
 	(void)revents;
 	io_pool_flush(eng);
-	if (!eng->use_ring)
+	if (!eng->use_ring) {
+		io_prep_wait_briefly(eng);
 		return;
+	}
 	for (int i = 0; i < IO_PREP_ROUNDS; i++) {
 		io_ring_submit(eng);
 		if (!io_ring_reap(eng))
@@ -120,6 +143,8 @@ static void io_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	/* Callbacks of the last round may have queued more. */
 	io_ring_submit(eng);
 	io_pool_flush(eng);
+	/* Buffered writes run on the helpers even here (see IO_F_BUFFERED). */
+	io_prep_wait_briefly(eng);
 	/* The eventfd is deliberately left unread. The kernel wrote it when it posted the CQEs
 	 * reaped here, so the poll that follows does not sleep: a caller running the loop until a
 	 * callback has fired (ev_run(EVRUN_ONCE), io_drain) gets control back at once. */
@@ -151,6 +176,7 @@ static void io_engine_free(struct io_engine *eng, int watching)
 		ev_ref(eng->loop);
 		ev_io_stop(eng->loop, &eng->efd_w);
 		ev_prepare_stop(eng->loop, &eng->prep_w);
+		ev_idle_stop(eng->loop, &eng->wake_w);
 		ev_timer_stop(eng->loop, &eng->retry_w);
 		ev_timer_stop(eng->loop, &eng->drain_w);
 	}
@@ -169,6 +195,7 @@ static void io_engine_watch(struct io_engine *eng)
 	eng->prep_w.data = eng;
 	/* Flush before other prepare watchers, which may be waiting on the flush's effects. */
 	ev_set_priority(&eng->prep_w, EV_MAXPRI);
+	ev_idle_init(&eng->wake_w, io_wake_cb);
 	ev_timer_init(&eng->retry_w, io_retry_cb, IO_RETRY_DELAY, 0.);
 	ev_timer_init(&eng->drain_w, io_drain_cb, 0., 0.);
 	eng->drain_w.data = eng;

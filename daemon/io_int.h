@@ -24,11 +24,14 @@ struct io_pool {
 	pthread_mutex_t lock; /* guards queue, idle, stop */
 	pthread_cond_t cond;
 	struct io_fifo queue;
-	unsigned idle; /* workers waiting on cond */
+	unsigned idle;     /* workers waiting on cond */
+	unsigned spinning; /* workers polling the queue before they sleep (at most one) */
+	unsigned queued;   /* queue.n, also read without the lock by the spinning worker */
 	int stop;
 
-	pthread_mutex_t done_lock; /* guards done */
+	pthread_mutex_t done_lock; /* guards done, loop_waiting */
 	struct io_fifo done;
+	int loop_waiting; /* the loop polls done itself: workers skip the eventfd */
 
 	/* Loop thread only. */
 	struct io_fifo batch; /* submitted, not yet handed to the workers */
@@ -54,6 +57,7 @@ struct io_engine {
 	int efd;      /* one eventfd for CQEs and pool completions */
 	ev_io efd_w;
 	ev_prepare prep_w;
+	ev_idle wake_w; /* keeps the next poll from sleeping after completions in ev_prepare */
 	ev_timer retry_w; /* wakes the loop to retry a transiently failed io_uring_submit */
 	ev_timer drain_w; /* io_drain deadline */
 	int drain_expired;
@@ -119,5 +123,6 @@ void io_pool_exit(struct io_engine *eng);
 void io_pool_queue(struct io_engine *eng, struct io_req *req);
 void io_pool_flush(struct io_engine *eng);
 unsigned io_pool_reap(struct io_engine *eng);
+unsigned io_pool_wait_briefly(struct io_engine *eng);
 
 #endif
