@@ -6,6 +6,7 @@
 # allocated blocks and a resync has real data to copy.
 #
 #   bench/replication.sh    (RUNS=3 RUNTIME=10 HAK_BUILD=build/rel by default)
+#   ONLY=qd32 MODES="standalone sync" RESYNC=0 bench/replication.sh   (a subset, for quick looks)
 #
 # Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
 # and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
@@ -130,6 +131,12 @@ for ns in "$NS_alpha" "$NS_beta"; do
 done
 ip -n "$NS_alpha" link set "rba-$SID" up
 ip -n "$NS_beta" link set "rbb-$SID" up
+# A veth hands each packet to the receiver's stack on the SENDING CPU, so without this the
+# secondary's whole TCP receive path would be billed to CPU 0 (the primary's): two machines each
+# receive on their own CPUs. Receive packet steering puts each side's receive processing on its
+# own node's CPU; the plain TCP copy below runs over the same steering.
+ip netns exec "$NS_alpha" sh -c "echo $((1 << CPU_PRIMARY)) >/sys/class/net/rba-$SID/queues/rx-0/rps_cpus"
+ip netns exec "$NS_beta" sh -c "echo $((1 << CPU_SECONDARY)) >/sys/class/net/rbb-$SID/queues/rx-0/rps_cpus"
 
 # Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
 # which would make it look faster than it is.
@@ -278,7 +285,12 @@ WORKLOADS=(
 	"randwrite4k_qd1|--rw=randwrite --bs=4k --iodepth=1"
 	"seqwrite1m_qd8|--rw=write --bs=1M --iodepth=8"
 )
-CONFIGS=(standalone async memsync sync)
+for i in "${!WORKLOADS[@]}"; do
+	[[ ${WORKLOADS[$i]%%|*} =~ ${ONLY:-.} ]] || unset "WORKLOADS[$i]"
+done
+WORKLOADS=("${WORKLOADS[@]}")
+read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
+RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
 CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=()
 
@@ -405,7 +417,9 @@ for ((r = 0; r < RUNS; r++)); do
 	for ((i = 0; i < ${#CONFIGS[@]}; i++)); do
 		run_config "${CONFIGS[$(((i + r) % ${#CONFIGS[@]}))]}"
 	done
-	if ((r % 2)); then
+	if ((RESYNC == 0)); then
+		continue
+	elif ((r % 2)); then
 		run_tcp
 		run_resync
 	else
@@ -426,19 +440,25 @@ for w in "${WORKLOADS[@]}"; do
 	# shellcheck disable=SC2086
 	sa=$(median %d ${IOPS["standalone $name"]})
 	for m in async memsync sync; do
+		[[ -n ${IOPS["$m $name"]:-} ]] || continue
 		# shellcheck disable=SC2086
 		v=$(median %d ${IOPS["$m $name"]})
 		echo "RESULT $name mode=$m iops=$v standalone=$sa" \
 			"ratio=$(awk -v a="$v" -v b="$sa" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
 	done
 done
-# shellcheck disable=SC2086
-a=$(median %.1f ${LAT["standalone randwrite4k_qd1"]})
-# shellcheck disable=SC2086
-b=$(median %.1f ${LAT["sync randwrite4k_qd1"]})
-echo "RESULT qd1_latency_us standalone=$a sync=$b added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
-echo "RESULT cpu_us_per_write mode=sync primary=$(median %.2f "${CPU_P[@]}")" \
-	"secondary=$(median %.2f "${CPU_S[@]}")"
+if [[ -n ${LAT["standalone randwrite4k_qd1"]:-} && -n ${LAT["sync randwrite4k_qd1"]:-} ]]; then
+	# shellcheck disable=SC2086
+	a=$(median %.1f ${LAT["standalone randwrite4k_qd1"]})
+	# shellcheck disable=SC2086
+	b=$(median %.1f ${LAT["sync randwrite4k_qd1"]})
+	echo "RESULT qd1_latency_us standalone=$a sync=$b added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
+fi
+if ((${#CPU_P[@]})); then
+	echo "RESULT cpu_us_per_write mode=sync primary=$(median %.2f "${CPU_P[@]}")" \
+		"secondary=$(median %.2f "${CPU_S[@]}")"
+fi
+((RESYNC)) || exit 0
 x=$(median %.1f "${RS_MBPS[@]}")
 y=$(median %.1f "${TCP_MBPS[@]}")
 echo "RESULT resync mbps=$x tcp_mbps=$y ratio=$(awk -v a="$x" -v b="$y" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"

@@ -39,7 +39,8 @@ struct io_pool {
 	pthread_t *threads;
 	unsigned nthreads;
 	int efd;
-	int started; /* lock, cond and done_lock exist */
+	int started;  /* lock, cond and done_lock exist */
+	int may_spin; /* the process may run on two CPUs or more */
 };
 
 struct io_ring {
@@ -57,7 +58,7 @@ struct io_engine {
 	int efd;      /* one eventfd for CQEs and pool completions */
 	ev_io efd_w;
 	ev_prepare prep_w;
-	ev_idle wake_w; /* keeps the next poll from sleeping after completions in ev_prepare */
+	ev_idle wake_w;   /* keeps the next poll from sleeping after completions in ev_prepare */
 	ev_timer retry_w; /* wakes the loop to retry a transiently failed io_uring_submit */
 	ev_timer drain_w; /* io_drain deadline */
 	int drain_expired;

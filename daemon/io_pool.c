@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,7 +252,7 @@ static void io_pool_spin(struct io_pool *p)
 	struct timespec t0;
 	long ns = 0;
 
-	if (p->spinning || p->stop)
+	if (!p->may_spin || p->spinning || p->stop)
 		return;
 	p->spinning++;
 	pthread_mutex_unlock(&p->lock);
@@ -300,11 +301,15 @@ static void *io_pool_worker(void *arg)
 int io_pool_init(struct io_engine *eng, unsigned nthreads)
 {
 	struct io_pool *p = &eng->pool;
+	cpu_set_t cpus;
 	sigset_t all, old;
 	char name[16];
 	int err = 0;
 
 	p->efd = eng->efd;
+	/* Spinning only pays when the thread waited for runs on another CPU meanwhile; pinned to a
+	 * single CPU (taskset, cgroup cpuset), a spinner just delays the thread it waits for. */
+	p->may_spin = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	pthread_mutex_init(&p->done_lock, NULL);
@@ -414,7 +419,7 @@ unsigned io_pool_wait_briefly(struct io_engine *eng)
 	struct timespec t0;
 	long ns = 0;
 
-	if (!p->outstanding || p->outstanding > IO_POOL_LOOP_SPIN_MAXQ)
+	if (!p->may_spin || !p->outstanding || p->outstanding > IO_POOL_LOOP_SPIN_MAXQ)
 		return 0;
 	pthread_mutex_lock(&p->done_lock);
 	p->loop_waiting = !p->done.head;
