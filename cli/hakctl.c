@@ -47,6 +47,7 @@ static void usage(FILE *f)
 	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
 	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
 	    "  dump-md VOL                print the metadata (offline)\n"
+	    "  group start|stop|clear NAME  start or stop a service group; clear a blocked one\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -205,6 +206,27 @@ static void print_volume(json_t *v)
 		printf("  last refusal: %s\n", lr);
 }
 
+static void print_group(json_t *g)
+{
+	size_t i;
+	json_t *r;
+
+	printf("group %s (volume %s): %s; %s\n", json_string_value(json_object_get(g, "name")),
+	       json_string_value(json_object_get(g, "volume")),
+	       json_string_value(json_object_get(g, "state")),
+	       json_string_value(json_object_get(g, "reason")));
+	json_array_foreach(json_object_get(g, "resources"), i, r)
+	{
+		const char *lf = json_string_value(json_object_get(r, "last_failure"));
+
+		printf("  %s (%s): %s, %lld restart(s)%s%s\n",
+		       json_string_value(json_object_get(r, "name")),
+		       json_string_value(json_object_get(r, "type")),
+		       json_string_value(json_object_get(r, "state")),
+		       (long long)geti(r, "restarts"), lf ? "; last failure: " : "", lf ? lf : "");
+	}
+}
+
 static int cmd_status(const struct cli *c, int argc, char **argv)
 {
 	int json = c->json, rc;
@@ -235,6 +257,7 @@ static int cmd_status(const struct cli *c, int argc, char **argv)
 		       json_string_value(json_object_get(resp, "io_engine")),
 		       json_array_size(vols));
 		json_array_foreach(vols, i, v) print_volume(v);
+		json_array_foreach(json_object_get(resp, "groups"), i, v) print_group(v);
 	}
 	json_decref(resp);
 	return 0;
@@ -286,6 +309,28 @@ static int cmd_role(const struct cli *c, int argc, char **argv)
 		return rc;
 	printf("%s: %s done; role %s\n", vol, argv[0],
 	       json_string_value(json_object_get(resp, "role")));
+	json_decref(resp);
+	return 0;
+}
+
+/* group start|stop|clear NAME */
+static int cmd_group(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+
+	if (argc != 3 || (strcmp(argv[1], "start") != 0 && strcmp(argv[1], "stop") != 0 &&
+	                  strcmp(argv[1], "clear") != 0)) {
+		fprintf(stderr, "hakctl group: use 'hakctl group start|stop|clear NAME'.\n");
+		return EXIT_USAGE;
+	}
+	json_t *req =
+	    json_pack("{s:s, s:s, s:s}", "cmd", "group", "action", argv[1], "group", argv[2]);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("group %s: %s requested; now %s\n", argv[2], argv[1],
+	       json_string_value(json_object_get(resp, "state")));
 	json_decref(resp);
 	return 0;
 }
@@ -468,6 +513,7 @@ static const struct {
     {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
+    {"group", cmd_group},
 };
 
 int main(int argc, char **argv)

@@ -166,6 +166,7 @@ static const struct conf_section sections[] = {
      "hak replicates between a pair of nodes"},
     {"volume", NULL, 1, CONFIG_MAX_VOLUMES, volume_keys, ARRAY_SIZE(volume_keys), volume_open,
      volume_check, NULL},
+    CONF_GROUP_SECTIONS,
 };
 
 static const struct conf_schema schema = {sections, ARRAY_SIZE(sections)};
@@ -630,6 +631,15 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 	           : 0;
 }
 
+static int check_groups(struct conf_parse *ps, const struct hak_config *cfg)
+{
+	const char *names[CONFIG_MAX_VOLUMES];
+
+	for (size_t i = 0; i < cfg->n_volumes; i++)
+		names[i] = cfg->volumes[i].name;
+	return conf_group_check_volumes(ps, &cfg->groups, names, (unsigned)cfg->n_volumes);
+}
+
 static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
                          const struct conf_block *root)
 {
@@ -647,9 +657,10 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 			            v->name, v->nbd_socket);
 		}
 	}
-	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0)
+	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
+	    check_ports(ps, cfg, root) < 0)
 		return -1;
-	return check_ports(ps, cfg, root);
+	return check_groups(ps, cfg);
 }
 
 /* ---- public API ---- */
@@ -785,6 +796,7 @@ void config_free(struct hak_config *cfg)
 {
 	if (!cfg)
 		return;
+	conf_group_free(&cfg->groups);
 	for (size_t i = 0; i < cfg->n_volumes; i++) {
 		struct hak_volume_cfg *v = &cfg->volumes[i];
 		free(v->name);

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "conf_group.h"
 #include "io.h"
 #include "log.h"
 
@@ -94,7 +95,8 @@ struct hak_config {
 	size_t n_nodes;
 	struct hak_volume_cfg *volumes;
 	size_t n_volumes;
-	size_t volumes_alloc; /* entries allocated in volumes; config.c's bookkeeping */
+	size_t volumes_alloc;         /* entries allocated in volumes; config.c's bookkeeping */
+	struct hak_group_list groups; /* "group" sections, in file order */
 };
 
 /*

@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "config.h"
 #include "control.h"
+#include "groupctl.h"
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
@@ -52,6 +53,7 @@ struct hakd {
 	struct vol_slot *slots;
 	size_t n;
 	struct control *ctl;
+	struct groupctl *groups;
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer shutdown_poll;
 	double shutdown_start;
@@ -297,8 +299,9 @@ static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
 			return NULL;
 		}
 	}
-	return json_pack("{s:s, s:i, s:s, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
-	                 "io_engine", io_engine_name(d->io), "volumes", vols);
+	return json_pack("{s:s, s:i, s:s, s:o, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
+	                 "io_engine", io_engine_name(d->io), "volumes", vols, "groups",
+	                 groupctl_status_json(d->groups));
 }
 
 static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
@@ -480,7 +483,8 @@ static int hakd_start(struct hakd *d)
 	}
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
-	    control_register(d->ctl, "version", cmd_version, d) < 0)
+	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
+	    groupctl_create(d->loop, d->ctl, &cfg->groups, &d->groups) < 0)
 		return -1;
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
 	                                        "resolve"};
@@ -492,6 +496,7 @@ static int hakd_start(struct hakd *d)
 
 static void hakd_stop(struct hakd *d)
 {
+	groupctl_destroy(d->groups);
 	control_destroy(d->ctl);
 	for (size_t i = 0; i < d->n; i++)
 		repl_shutdown(d->repls[i]);

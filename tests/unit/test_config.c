@@ -351,6 +351,38 @@ static struct hak_config *pair(const char *global, const char *alpha_hostname)
 	return parse_ok(text);
 }
 
+START_TEST(test_groups)
+{
+	struct hak_config *cfg = parse_ok(
+	    VOL "}\ngroup pg {\n\tvolume v\n\tmonitor-interval 2s\n\tmax-restarts 5\n"
+	        "\trestart-window 1s\n\tresource data {\n\t\ttype mount\n\t\tdevice /dev/x\n"
+	        "\t\tdirectory /srv\n\t\tfstype ext4\n\t\toptions noatime\n\t\tfsck no\n\t}\n"
+	        "\tresource db {\n\t\ttype exec\n\t\tstart \"pg start\"\n\t\tstop s\n"
+	        "\t\tmonitor m\n\t\ttimeout 90s\n\t}\n\tresource u {\n\t\ttype systemd\n"
+	        "\t\tunit x.service\n\t}\n}\n");
+	const struct hak_group_cfg *g;
+
+	ck_assert_uint_eq(cfg->groups.n, 1);
+	g = cfg->groups.g[0];
+	ck_assert_str_eq(g->name, "pg");
+	ck_assert_str_eq(g->volume, "v");
+	ck_assert_double_eq(g->monitor_interval, 2.0);
+	ck_assert_uint_eq(g->max_restarts, 5);
+	ck_assert_double_eq(g->restart_window, 1.0);
+	ck_assert_uint_eq(g->n_res, 3);
+	ck_assert_str_eq(g->res[0]->name, "data");
+	ck_assert_int_eq(g->res[0]->type, RES_MOUNT);
+	ck_assert_str_eq(g->res[0]->options, "noatime");
+	ck_assert_int_eq(g->res[0]->fsck, 0);
+	ck_assert_int_eq(g->res[0]->force_unmount, 1);
+	ck_assert_double_eq(g->res[0]->timeout, HAK_DEFAULT_RES_TIMEOUT);
+	ck_assert_str_eq(g->res[1]->start, "pg start");
+	ck_assert_double_eq(g->res[1]->timeout, 90.0);
+	ck_assert_str_eq(g->res[2]->unit, "x.service");
+	config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_find_self)
 {
 	const struct hak_node_cfg *self, *peer;
@@ -432,7 +464,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     /* sections */
     {"volum x {\n}\n", 1, 1, "Unknown section 'volum'; did you mean 'volume'?"},
-    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, volume."},
+    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, volume, group."},
     {"volume {\n}\n", 1, 1, "needs a name; write 'volume NAME {'"},
     {"global g {\n}\n", 1, 8, "takes no name"},
     {"global {\n}\nglobal {\n}\n", 3, 1, "second 'global' section; the first is at line 1"},
@@ -656,6 +688,21 @@ static const struct bad_case bad_cases[] = {
      "ping-timeout 500ms of volume 'v' must be longer than its ping-interval 500ms"},
     {VOL "\tping-timeout 1.25s\n\tping-interval 1.5s\n}\n", 4, 15,
      "ping-timeout 1.25s of volume 'v' must be longer than its ping-interval 1.5s"},
+    /* service groups (lines 1-3 are VOL, "}" on 4) */
+    {VOL "}\ngroup g {\n\tvolume v\n}\n", 5, 1,
+     "Group 'g' has no resource; add at least one 'resource NAME {' section inside it."},
+    {VOL "}\ngroup g {\n\tvolume x\n\tresource r {\n\t\ttype exec\n\t\tstart a\n\t\tstop "
+         "b\n\t\tmonitor c\n\t}\n}\n",
+     5, 1, "Group 'g' follows volume 'x', but no 'volume x {' section exists."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype mount\n\t\tdevice /d\n\t\tfstype "
+         "ext4\n\t}\n}\n",
+     7, 2, "Resource 'r' of type mount needs a 'directory' line."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype systemd\n\t\tunit u\n\t\tdevice "
+         "/d\n\t}\n}\n",
+     10, 3, "Key 'device' does not apply to resource 'r' of type systemd."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype nfs\n\t}\n}\n", 8, 8,
+     "Bad type 'nfs'; choose one of exec, mount, systemd."},
+    {VOL "}\nresource r {\n\ttype exec\n}\n", 5, 1, "Unknown section 'resource'"},
     /* ports of a pair */
     {NODES VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n}\n", 11, 1,
      "Volume 'w' has the same replication-port-offset 0 as volume 'v' (line 7); with nodes, "
@@ -904,6 +951,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_lenient_syntax);
 	tcase_add_test(tc, test_repl_nodes);
 	tcase_add_test(tc, test_repl_volumes);
+	tcase_add_test(tc, test_groups);
 	tcase_add_test(tc, test_find_self);
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_raw_limits);

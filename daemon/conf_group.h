@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hak.conf's service groups: what runs on top of a replicated volume on whichever node is
+ * primary, started in the order written and stopped in reverse.
+ *
+ *   group pg {
+ *       volume db                 # the volume whose primary runs the group
+ *       monitor-interval 5s
+ *       max-restarts 3            # in-place restarts within restart-window, then fail over
+ *       restart-window 10m
+ *       resource data { type mount; device /dev/loop7; directory /srv/pg; fstype ext4 }
+ *       resource postgres { type exec; start "..."; stop "..."; monitor "..." }
+ *   }
+ * (one key per line in the real file; see etc/hak.conf and hak.conf(5)).
+ */
+#ifndef HAK_CONF_GROUP_H
+#define HAK_CONF_GROUP_H
+
+#include <stdbool.h>
+
+#include "conf_schema.h"
+
+#define CONFIG_MAX_GROUPS          16u
+#define GROUP_MAX_RESOURCES        16u
+#define HAK_DEFAULT_RES_TIMEOUT    60.0 /* seconds for one start, stop or monitor */
+#define HAK_DEFAULT_MON_INTERVAL   5.0
+#define HAK_DEFAULT_MAX_RESTARTS   3u
+#define HAK_DEFAULT_RESTART_WINDOW 600.0
+
+enum hak_res_type { RES_EXEC = 0, RES_MOUNT, RES_SYSTEMD, RES_TYPE_COUNT };
+
+struct hak_resource_cfg {
+	char *name;
+	enum hak_res_type type; /* "type" (required) */
+	/* exec: shell commands; monitor exit 0 = healthy */
+	char *start, *stop, *monitor;
+	/* mount */
+	char *device, *directory, *fstype, *options;
+	int fsck;          /* "fsck": check the filesystem before mounting (default yes) */
+	int force_unmount; /* "force-unmount": kill the processes using it if umount fails */
+	/* systemd */
+	char *unit;
+	double timeout; /* "timeout": the longest one start, stop or monitor may take */
+	unsigned line;
+};
+
+struct hak_group_cfg {
+	char *name;
+	char *volume; /* "volume" (required): the group runs where this volume is primary */
+	double monitor_interval;
+	unsigned max_restarts;
+	double restart_window;
+	struct hak_resource_cfg *res[GROUP_MAX_RESOURCES]; /* in start order */
+	unsigned n_res;
+	unsigned line;
+};
+
+struct hak_group_list {
+	struct hak_group_cfg *g[CONFIG_MAX_GROUPS];
+	unsigned n;
+};
+
+/* The two sections config.c puts in its schema (an initializer needs constants, hence the
+ * macro); ctx of the open() functions is the hak_config. */
+#define CONF_GROUP_N_KEYS    4
+#define CONF_RESOURCE_N_KEYS 12
+extern const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS];
+extern const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS];
+void *conf_group_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                      void *parent_base);
+int conf_group_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
+void *conf_resource_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                         void *parent_base);
+int conf_resource_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
+#define CONF_GROUP_SECTIONS                                                                        \
+	{"group",                                                                                  \
+	 NULL,                                                                                     \
+	 1,                                                                                        \
+	 CONFIG_MAX_GROUPS,                                                                        \
+	 conf_group_keys,                                                                          \
+	 CONF_GROUP_N_KEYS,                                                                        \
+	 conf_group_open,                                                                          \
+	 conf_group_check,                                                                         \
+	 NULL},                                                                                    \
+	{                                                                                          \
+		"resource", "group", 1, GROUP_MAX_RESOURCES, conf_resource_keys,                   \
+		    CONF_RESOURCE_N_KEYS, conf_resource_open, conf_resource_check, NULL            \
+	}
+
+/* Checks across sections once the whole file is read: volumes named by groups exist. */
+int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list *gl,
+                             const char *const *volumes, unsigned n_volumes);
+void conf_group_free(struct hak_group_list *gl);
+const char *conf_res_type_name(enum hak_res_type t);
+
+#endif

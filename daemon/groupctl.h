@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The service groups of a hakd: created from the config, driven over the control socket
+ * (`hakctl group start|stop|clear NAME`) until the cluster manager drives them by itself, and
+ * shown in `hakctl status`.
+ */
+#ifndef HAK_GROUPCTL_H
+#define HAK_GROUPCTL_H
+
+#include <jansson.h>
+
+struct ev_loop;
+struct control;
+struct hak_group_list;
+struct groupctl;
+
+int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_group_list *gl,
+                    struct groupctl **out);
+/* The "groups" array of the status. */
+json_t *groupctl_status_json(const struct groupctl *gc);
+void groupctl_destroy(struct groupctl *gc);
+
+#endif

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for service groups: real child processes (sh) on the default libev loop, the order
+ * of starts and stops read back from a log the commands append to.
+ */
+#include <check.h>
+#include <ev.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "conf_group.h"
+#include "group.h"
+#include "log.h"
+
+static char dir[64], logpath[128];
+static struct hak_resource_cfg rcs[3];
+static struct hak_group_cfg gcfg;
+static struct ev_loop *loop;
+
+static char *xstrdup(const char *s)
+{
+	char *d = strdup(s);
+	ck_assert_ptr_nonnull(d);
+	return d;
+}
+
+static char *fmt(const char *f, const char *name)
+{
+	char buf[512];
+	snprintf(buf, sizeof(buf), f, logpath, name);
+	return xstrdup(buf);
+}
+
+/* Three exec resources a, b, c logging "start-X"/"stop-X"; monitors check a flag file. */
+static void setup(void)
+{
+	static const char *const names[] = {"a", "b", "c"};
+
+	log_set_level(LOG_LVL_ERR);
+	snprintf(dir, sizeof(dir), "/tmp/hak-test-group.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(logpath, sizeof(logpath), "%s/log", dir);
+	memset(&gcfg, 0, sizeof(gcfg));
+	gcfg.name = xstrdup("g");
+	gcfg.volume = xstrdup("db");
+	gcfg.monitor_interval = 0.1;
+	gcfg.max_restarts = 1;
+	gcfg.restart_window = 60;
+	for (int i = 0; i < 3; i++) {
+		memset(&rcs[i], 0, sizeof(rcs[i]));
+		rcs[i].name = xstrdup(names[i]);
+		rcs[i].type = RES_EXEC;
+		rcs[i].start = fmt("echo start-%2$s >>%1$s && touch %1$s.%2$s", names[i]);
+		rcs[i].stop = fmt("echo stop-%2$s >>%1$s && rm -f %1$s.%2$s", names[i]);
+		rcs[i].monitor = fmt("test -f %1$s.%2$s", names[i]);
+		rcs[i].timeout = 5;
+		gcfg.res[i] = &rcs[i];
+	}
+	gcfg.n_res = 3;
+	loop = ev_default_loop(0);
+}
+
+static void teardown(void)
+{
+	char cmd[128];
+
+	for (int i = 0; i < 3; i++) {
+		free(rcs[i].name);
+		free(rcs[i].start);
+		free(rcs[i].stop);
+		free(rcs[i].monitor);
+	}
+	free(gcfg.name);
+	free(gcfg.volume);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Runs the loop until the group is in state st (10 s at most). */
+static void wait_state(struct group *g, enum group_state st)
+{
+	double t0 = ev_time();
+
+	while (group_state(g) != st && ev_time() - t0 < 10)
+		ev_run(loop, EVRUN_ONCE);
+	ck_assert_str_eq(group_state_name(group_state(g)), group_state_name(st));
+}
+
+static void run_for(double s)
+{
+	double t0 = ev_time();
+
+	while (ev_time() - t0 < s)
+		ev_run(loop, EVRUN_ONCE);
+}
+
+/* The log's lines joined by spaces. */
+static const char *log_text(void)
+{
+	static char out[1024];
+	char line[128];
+	FILE *f = fopen(logpath, "r");
+
+	out[0] = '\0';
+	if (!f)
+		return out;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (out[0])
+			strncat(out, " ", sizeof(out) - strlen(out) - 1);
+		strncat(out, line, sizeof(out) - strlen(out) - 1);
+	}
+	fclose(f);
+	return out;
+}
+
+static void log_clear(void)
+{
+	unlink(logpath);
+}
+
+static struct group *make(void)
+{
+	struct group *g;
+	ck_assert_int_eq(group_create(loop, &gcfg, NULL, NULL, &g), 0);
+	return g;
+}
+
+START_TEST(start_in_order_stop_in_reverse)
+{
+	struct group *g = make();
+	char err[256];
+
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STARTED);
+	ck_assert_str_eq(log_text(), "start-a start-b start-c");
+	/* Healthy monitors change nothing. */
+	run_for(0.5);
+	ck_assert_str_eq(log_text(), "start-a start-b start-c");
+	log_clear();
+	ck_assert_int_eq(group_stop(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STOPPED);
+	ck_assert_str_eq(log_text(), "stop-c stop-b stop-a");
+	group_destroy(g);
+}
+END_TEST
+
+START_TEST(failed_start_stops_what_started)
+{
+	struct group *g = make();
+	json_t *st;
+	char err[256];
+
+	char buf[256];
+
+	snprintf(buf, sizeof(buf), "echo start-b >>%s; echo no database here; exit 3", logpath);
+	free(rcs[1].start);
+	rcs[1].start = xstrdup(buf);
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_FAILED);
+	/* b's start may have done half its work: it is stopped too. c never started. */
+	ck_assert_str_eq(log_text(), "start-a start-b stop-b stop-a");
+	st = group_status_json(g);
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(st, "reason")),
+	           "start of resource b failed: exit status 3: no database here"));
+	json_decref(st);
+	group_destroy(g);
+}
+END_TEST
+
+START_TEST(start_timeout_kills)
+{
+	struct group *g = make();
+	char err[256];
+	double t0 = ev_time();
+
+	free(rcs[2].start);
+	rcs[2].start = xstrdup("sleep 30");
+	rcs[2].timeout = 1;
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_FAILED);
+	ck_assert_double_lt(ev_time() - t0, 6);
+	ck_assert_str_eq(log_text(), "start-a start-b stop-c stop-b stop-a");
+	json_t *st = group_status_json(g);
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(st, "reason")), "timed out after 1.0 s"));
+	json_decref(st);
+	group_destroy(g);
+}
+END_TEST
+
+START_TEST(monitor_restarts_in_place_then_fails)
+{
+	struct group *g = make();
+	char err[256], flag[160];
+
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STARTED);
+	log_clear();
+	/* b "crashes": the restart goes from b on, a is left alone. */
+	snprintf(flag, sizeof(flag), "%s.b", logpath);
+	ck_assert_int_eq(unlink(flag), 0);
+	wait_state(g, GROUP_RESTARTING);
+	wait_state(g, GROUP_STARTED);
+	ck_assert_str_eq(log_text(), "stop-c stop-b start-b start-c");
+	json_t *st = group_status_json(g);
+	ck_assert_int_eq(json_integer_value(json_object_get(
+	                     json_array_get(json_object_get(st, "resources"), 1), "restarts")),
+	                 1);
+	json_decref(st);
+	/* A second failure within the window exceeds max-restarts 1: everything stops. */
+	log_clear();
+	ck_assert_int_eq(unlink(flag), 0);
+	wait_state(g, GROUP_FAILED);
+	ck_assert_str_eq(log_text(), "stop-c stop-b stop-a");
+	group_destroy(g);
+}
+END_TEST
+
+START_TEST(failed_stop_blocks)
+{
+	struct group *g = make();
+	char err[256], buf[256];
+
+	snprintf(buf, sizeof(buf), "test -f %s.unblock", logpath);
+	free(rcs[1].stop);
+	rcs[1].stop = xstrdup(buf);
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STARTED);
+	ck_assert_int_eq(group_stop(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_BLOCKED);
+	/* Nothing below the failed stop is touched, and nothing starts until it is cleared. */
+	ck_assert_str_eq(log_text(), "start-a start-b start-c stop-c");
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "blocked"));
+	snprintf(buf, sizeof(buf), "%s.unblock", logpath);
+	FILE *f = fopen(buf, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	ck_assert_int_eq(group_clear(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STOPPED);
+	ck_assert_str_eq(log_text(), "start-a start-b start-c stop-c stop-a");
+	group_destroy(g);
+}
+END_TEST
+
+START_TEST(mountinfo)
+{
+	ck_assert_int_eq(group_is_mounted("/proc"), 1);
+	ck_assert_int_eq(group_is_mounted("/proc/"), 1);
+	ck_assert_int_eq(group_is_mounted(dir), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("group");
+	TCase *t = tcase_create("core");
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_set_timeout(t, 30);
+	tcase_add_test(t, start_in_order_stop_in_reverse);
+	tcase_add_test(t, failed_start_stops_what_started);
+	tcase_add_test(t, start_timeout_kills);
+	tcase_add_test(t, monitor_restarts_in_place_then_fails);
+	tcase_add_test(t, failed_stop_blocks);
+	tcase_add_test(t, mountinfo);
+	suite_add_tcase(s, t);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
