@@ -15,7 +15,7 @@
 #define RFIELD(m)  offsetof(struct hak_resource_cfg, m), sizeof(((struct hak_resource_cfg *)0)->m)
 #define SEC(n)     ((uint64_t)(n)*1000000u)
 
-static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd"};
+static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd", "attach"};
 
 const char *conf_res_type_name(enum hak_res_type t)
 {
@@ -59,8 +59,8 @@ const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
 };
 
 const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
-    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), enum_res_type, "exec, mount, systemd",
-     .doc = "what kind of resource it is"},
+    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), enum_res_type,
+     "exec, mount, systemd, attach", .doc = "what kind of resource it is"},
     {"start", CONF_STRING, 0, 0, 0, RFIELD(start), NULL, NULL,
      .doc = "the shell command that starts it (exec)"},
     {"stop", CONF_STRING, 0, 0, 0, RFIELD(stop), NULL, NULL,
@@ -70,7 +70,9 @@ const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
     {"device", CONF_PATH, 0, 0, 0, RFIELD(device), NULL, NULL,
      .doc = "the block device to mount (mount)"},
     {"directory", CONF_PATH, 0, 0, 0, RFIELD(directory), NULL, NULL,
-     .doc = "the mount point (mount)"},
+     .doc = "the mount point (mount), or the FUSE directory (attach)"},
+    {"link", CONF_PATH, 0, 0, 0, RFIELD(link), NULL, NULL,
+     .doc = "the symlink to the volume's block device (attach)"},
     {"fstype", CONF_STRING, 0, 0, 0, RFIELD(fstype), NULL, NULL,
      .doc = "the filesystem type (mount)"},
     {"options", CONF_STRING, 0, 0, 0, RFIELD(options), NULL, NULL,
@@ -160,10 +162,11 @@ static const char *const type_keys[RES_TYPE_COUNT][4] = {
     [RES_EXEC] = {"start", "stop", "monitor", NULL},
     [RES_MOUNT] = {"device", "directory", "fstype", NULL},
     [RES_SYSTEMD] = {"unit", NULL},
+    [RES_ATTACH] = {"directory", "link", NULL},
 };
 static const char *const type_only_keys[] = {"start",         "stop",   "monitor", "device",
                                              "directory",     "fstype", "options", "fsck",
-                                             "force-unmount", "unit"};
+                                             "force-unmount", "unit",   "link"};
 
 static int key_allowed(enum hak_res_type t, const char *key)
 {
@@ -230,7 +233,7 @@ int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list 
 static void resource_free(struct hak_resource_cfg *r)
 {
 	char **strs[] = {&r->name,      &r->start,  &r->stop,    &r->monitor, &r->device,
-	                 &r->directory, &r->fstype, &r->options, &r->unit};
+	                 &r->directory, &r->fstype, &r->options, &r->unit,    &r->link};
 
 	for (unsigned i = 0; i < N_ELEMS(strs); i++)
 		free(*strs[i]);

@@ -27,7 +27,7 @@
 #define HAK_DEFAULT_MAX_RESTARTS   3u
 #define HAK_DEFAULT_RESTART_WINDOW 600.0
 
-enum hak_res_type { RES_EXEC = 0, RES_MOUNT, RES_SYSTEMD, RES_TYPE_COUNT };
+enum hak_res_type { RES_EXEC = 0, RES_MOUNT, RES_SYSTEMD, RES_ATTACH, RES_TYPE_COUNT };
 
 struct hak_resource_cfg {
 	char *name;
@@ -40,6 +40,9 @@ struct hak_resource_cfg {
 	int force_unmount; /* "force-unmount": kill the processes using it if umount fails */
 	/* systemd */
 	char *unit;
+	/* attach: the volume as a block device, through nbdfuse (FUSE file in directory) and a
+	 * loop device, which link points to */
+	char *link;
 	double timeout; /* "timeout": the longest one start, stop or monitor may take */
 	unsigned line;
 };
@@ -63,7 +66,7 @@ struct hak_group_list {
 /* The two sections config.c puts in its schema (an initializer needs constants, hence the
  * macro); ctx of the open() functions is the hak_config. */
 #define CONF_GROUP_N_KEYS    4
-#define CONF_RESOURCE_N_KEYS 12
+#define CONF_RESOURCE_N_KEYS 13
 extern const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS];
 extern const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS];
 void *conf_group_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,

@@ -29,6 +29,7 @@ struct res_rt {
 struct group {
 	struct ev_loop *loop;
 	const struct hak_group_cfg *cfg;
+	char nbd_uri[160]; /* the volume, for attach resources */
 	group_changed_fn changed;
 	void *ctx;
 	enum group_state state;
@@ -182,6 +183,7 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
 	    "if [ \"$5\" = yes ]; then for i in 1 2 3 4 5; do fsck -p \"$1\"; r=$?; "
 	    "[ $r -eq 8 ] || break; sleep 0.5; done; "
 	    "if [ $r -gt 1 ]; then echo \"fsck of $1 exited with status $r\"; exit $r; fi; fi; "
+	    "mkdir -p \"$4\" || exit 1; "
 	    "if [ -n \"$3\" ]; then exec mount -t \"$2\" -o \"$3\" \"$1\" \"$4\"; fi; "
 	    "exec mount -t \"$2\" \"$1\" \"$4\"";
 	static const char stop_sh[] =
@@ -210,6 +212,43 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
 		argv[5] = rc->force_unmount ? yes : no;
 		argv[6] = NULL;
 	}
+	return proc_run(g->loop, argv, env, rc->timeout, group_proc_done, g, &g->op);
+}
+
+/*
+ * The volume as a block device without the kernel NBD module: nbdfuse exposes it as a file, a
+ * loop device makes that a block device, and a symlink gives it a fixed name for the mount
+ * resource. nbdfuse is started in its own session so it outlives the script; both steps are
+ * idempotent, so a start after a partial start or a restart of hakd picks up what exists. The
+ * loop device lets go of the FUSE file a moment after losetup -d returns, so the FUSE unmount
+ * is retried for up to 5 s before the stop counts as failed.
+ */
+static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc, char **env)
+{
+	static const char start_sh[] =
+	    "mkdir -p \"$1\" || exit 1; "
+	    "if ! mountpoint -q \"$1\"; then rm -f \"$1.pid\"; "
+	    "setsid nbdfuse -P \"$1.pid\" \"$1/disk\" \"$3\" </dev/null >\"$1.log\" 2>&1 & i=0; "
+	    "while [ ! -s \"$1.pid\" ]; do i=$((i+1)); if [ $i -gt 100 ]; then "
+	    "echo \"nbdfuse did not serve $3 on $1 within 10 s:\"; cat \"$1.log\"; exit 1; fi; "
+	    "sleep 0.1; done; fi; "
+	    "dev=$(losetup -j \"$1/disk\" -n -O NAME | head -n 1); "
+	    "[ -n \"$dev\" ] || dev=$(losetup -f --show \"$1/disk\") || exit 1; "
+	    "ln -sfn \"$dev\" \"$2\"";
+	static const char stop_sh[] =
+	    "for dev in $(losetup -j \"$1/disk\" -n -O NAME 2>/dev/null); do "
+	    "losetup -d \"$dev\" || exit 1; done; rm -f \"$2\"; "
+	    "i=0; while mountpoint -q \"$1\"; do fusermount3 -u \"$1\" 2>/dev/null && break; "
+	    "i=$((i+1)); if [ $i -gt 50 ]; then fusermount3 -u \"$1\"; exit 1; fi; sleep 0.1; done";
+	static const char monitor_sh[] =
+	    "mountpoint -q \"$1\" && [ -b \"$(readlink -f \"$2\")\" ] && "
+	    "losetup -j \"$1/disk\" -n -O NAME | grep -q .";
+	char sh[] = "/bin/sh", c[] = "-c", arg0[] = "hak-attach";
+	char *argv[] = {sh, c, NULL, arg0, rc->directory, rc->link, g->nbd_uri, NULL};
+
+	argv[2] = (char *)(g->op_kind == OP_START  ? start_sh
+	                   : g->op_kind == OP_STOP ? stop_sh
+	                                           : monitor_sh);
 	return proc_run(g->loop, argv, env, rc->timeout, group_proc_done, g, &g->op);
 }
 
@@ -263,6 +302,9 @@ static void group_op(struct group *g, enum op_kind kind, unsigned idx)
 		break;
 	case RES_SYSTEMD:
 		r = group_spawn_systemd(g, rc, env);
+		break;
+	case RES_ATTACH:
+		r = group_spawn_attach(g, rc, env);
 		break;
 	case RES_EXEC:
 	default:
@@ -411,8 +453,8 @@ static void group_mon_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	group_op(g, OP_MONITOR, 0);
 }
 
-int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, group_changed_fn changed,
-                 void *ctx, struct group **out)
+int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const char *nbd_socket,
+                 group_changed_fn changed, void *ctx, struct group **out)
 {
 	struct group *g = calloc(1, sizeof(*g));
 
@@ -423,6 +465,8 @@ int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, group_ch
 	g->changed = changed;
 	g->ctx = ctx;
 	g->n = cfg->n_res;
+	snprintf(g->nbd_uri, sizeof(g->nbd_uri), "nbd+unix:///%s?socket=%s", cfg->volume,
+	         nbd_socket ? nbd_socket : "");
 	for (unsigned i = 0; i < g->n; i++)
 		g->res[i].cfg = cfg->res[i];
 	ev_timer_init(&g->mon_w, group_mon_cb, cfg->monitor_interval, cfg->monitor_interval);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "conf_group.h"
+#include "config.h"
 #include "control.h"
 #include "group.h"
 #include "log.h"
@@ -51,16 +52,20 @@ static json_t *groupctl_cmd(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "state", group_state_name(group_state(g)));
 }
 
-int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_group_list *gl,
+int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_config *cfg,
                     struct groupctl **out)
 {
+	const struct hak_group_list *gl = &cfg->groups;
 	struct groupctl *gc = calloc(1, sizeof(*gc));
 	int ret = -1;
 
 	if (!gc)
 		goto out;
 	for (unsigned i = 0; i < gl->n; i++) {
-		if (group_create(loop, gl->g[i], NULL, NULL, &gc->g[i]) < 0)
+		const struct hak_volume_cfg *v = config_find_volume(cfg, gl->g[i]->volume);
+
+		if (group_create(loop, gl->g[i], v ? v->nbd_socket : NULL, NULL, NULL, &gc->g[i]) <
+		    0)
 			goto out;
 		gc->n++;
 	}

@@ -11,10 +11,10 @@
 
 struct ev_loop;
 struct control;
-struct hak_group_list;
+struct hak_config;
 struct groupctl;
 
-int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_group_list *gl,
+int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_config *cfg,
                     struct groupctl **out);
 /* The "groups" array of the status. */
 json_t *groupctl_status_json(const struct groupctl *gc);

@@ -484,7 +484,7 @@ static int hakd_start(struct hakd *d)
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
 	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
-	    groupctl_create(d->loop, d->ctl, &cfg->groups, &d->groups) < 0)
+	    groupctl_create(d->loop, d->ctl, cfg, &d->groups) < 0)
 		return -1;
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
 	                                        "resolve"};

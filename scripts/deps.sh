@@ -12,6 +12,8 @@ PACKAGES=(
 	# filesystems, namespaces
 	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs
 	iproute2 util-linux procps psmisc jq kmod
+	# the database of the service-group tests and the demo
+	postgresql postgresql-client
 )
 
 missing=()

@@ -124,7 +124,7 @@ static void log_clear(void)
 static struct group *make(void)
 {
 	struct group *g;
-	ck_assert_int_eq(group_create(loop, &gcfg, NULL, NULL, &g), 0);
+	ck_assert_int_eq(group_create(loop, &gcfg, NULL, NULL, NULL, &g), 0);
 	return g;
 }
 
