@@ -432,7 +432,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     /* sections */
     {"volum x {\n}\n", 1, 1, "Unknown section 'volum'; did you mean 'volume'?"},
-    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, volume."},
+    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, cluster, volume."},
     {"volume {\n}\n", 1, 1, "needs a name; write 'volume NAME {'"},
     {"global g {\n}\n", 1, 8, "takes no name"},
     {"global {\n}\nglobal {\n}\n", 3, 1, "second 'global' section; the first is at line 1"},
@@ -580,7 +580,7 @@ static const struct bad_case bad_cases[] = {
     {"node a {\n\thostname\n}\n", 2, 2, "needs a value: the machine's hostname"},
     {"node a {\n\tadress 10.0.0.1:1\n}\n", 2, 2,
      "Unknown key 'adress' in node 'a'; did you mean 'address'?"},
-    {"node a {\n\tzzzzzzzz 1\n}\n", 2, 2, "valid keys are: address, hostname."},
+    {"node a {\n\tzzzzzzzz 1\n}\n", 2, 2, "valid keys are: address, hostname, heartbeat-address."},
     {"node a {\n\tbacking /x\n}\n", 2, 2, "'backing' belongs in a 'volume' section, not in node"},
     {"node a {\n\tnode b\n}\n", 2, 2, "Key 'node' belongs in a 'global' section, not in node 'a'."},
     {VOL "\taddress 10.0.0.1:1\n}\n", 4, 2, "'address' belongs in a 'node' section"},
@@ -708,6 +708,110 @@ START_TEST(test_bad_inputs)
 		              err);
 		ck_assert_msg(!strchr(err, '\n'), "case %zu: the message has a newline: %s", i,
 		              err);
+	}
+}
+END_TEST
+
+/* A pair with two heartbeat paths and a cluster section; HB_B is node b's address list. */
+#define CLUSTER_PAIR(hb_a, hb_b, cluster)                                                          \
+	"node a {\n\taddress 10.0.0.1:7789\n\theartbeat-address " hb_a "\n}\n"                     \
+	"node b {\n\taddress 10.0.0.2:7789\n\theartbeat-address " hb_b "\n}\n"                     \
+	"cluster {\n" cluster "}\n"
+#define KEYFILE "\tauth-key-file /etc/hak/cluster.key\n"
+
+START_TEST(test_cluster_section)
+{
+	struct hak_config *cfg = parse_ok(
+	    CLUSTER_PAIR("10.0.0.1:7790 [2001:db8::1]:7790", "10.0.0.2:7790 [2001:db8::2]:7791",
+	                 "\tcluster-id 42\n\theartbeat-interval 100ms\n\tdeadtime 500ms\n" KEYFILE
+	                 "\ton-quorum-loss demote\n"));
+	const struct hak_cluster_cfg *c = &cfg->cluster;
+
+	ck_assert(c->present);
+	ck_assert_uint_eq(c->cluster_id, 42);
+	ck_assert_double_eq(c->heartbeat_interval, 0.1);
+	ck_assert_double_eq(c->deadtime, 0.5);
+	ck_assert_str_eq(c->auth_key_file, "/etc/hak/cluster.key");
+	ck_assert_int_eq(c->on_quorum_loss, HAK_QL_DEMOTE);
+	ck_assert_uint_eq(c->line, 9);
+	ck_assert_uint_eq(cfg->nodes[0].n_heartbeat, 2);
+	ck_assert_str_eq(cfg->nodes[0].heartbeat[0].host, "10.0.0.1");
+	ck_assert_uint_eq(cfg->nodes[0].heartbeat[0].port, 7790);
+	ck_assert_int_eq(cfg->nodes[0].heartbeat[0].family, AF_INET);
+	ck_assert_str_eq(cfg->nodes[1].heartbeat[1].host, "2001:db8::2");
+	ck_assert_uint_eq(cfg->nodes[1].heartbeat[1].port, 7791);
+	ck_assert_int_eq(cfg->nodes[1].heartbeat[1].family, AF_INET6);
+	config_free(cfg);
+	/* defaults */
+	cfg = parse_ok(
+	    CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE));
+	ck_assert_uint_eq(cfg->cluster.cluster_id, 1);
+	ck_assert_double_eq(cfg->cluster.heartbeat_interval, 0.2);
+	ck_assert_double_eq(cfg->cluster.deadtime, 1.0);
+	ck_assert_int_eq(cfg->cluster.on_quorum_loss, HAK_QL_FREEZE);
+	config_free(cfg);
+	/* without a cluster section: nothing of it */
+	cfg = parse_ok(NODES);
+	ck_assert(!cfg->cluster.present && cfg->nodes[0].n_heartbeat == 0);
+	config_free(cfg);
+}
+END_TEST
+
+static const struct bad_case cluster_bad[] = {
+    {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
+    {"cluster {\n" KEYFILE "}\n", 1, 1, "needs the two 'node NAME {' sections"},
+    {"node a {\n\taddress 10.0.0.1:7789\n\theartbeat-address 10.0.0.1:7790 10.1.0.1:7790\n}\n"
+     "node b {\n\taddress 10.0.0.2:7789\n}\n",
+     3, 20, "used only by the cluster manager; add a 'cluster { auth-key-file PATH }'"},
+    {CLUSTER_PAIR("10.0.0.1:7790", "10.0.0.2:7790", KEYFILE), 3, 20,
+     "Node 'a' has 1 heartbeat paths; the cluster needs at least two"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790 10.2.0.2:7790",
+                  KEYFILE),
+     7, 20, "Node 'b' has 3 heartbeat addresses and node 'a' has 2"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 [2001:db8::2]:7790", KEYFILE), 7,
+     20, "Heartbeat path 2 joins an IPv4 address of node 'a' to an IPv6 address of node 'b'"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.1:7790", KEYFILE), 7, 20,
+     "Heartbeat path 2 has the same address 10.1.0.1 port 7790 on both nodes"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\tdeadtime 400ms\n"),
+     11, 11, "deadtime 0.4s must be more than twice heartbeat-interval 0.2s"},
+    {CLUSTER_PAIR("0.0.0.0:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
+     "heartbeat-address '0.0.0.0:7790' of node 'a' is not a specific IP address"},
+    {CLUSTER_PAIR("alpha:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
+     "is not a specific IP address"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.0.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 34,
+     "heartbeat-address '10.0.0.1:7790' of node 'a' is listed twice"},
+    {CLUSTER_PAIR("10.0.0.1:1 10.0.0.1:2 10.0.0.1:3 10.0.0.1:4 10.0.0.1:5 10.0.0.1:6 10.0.0.1:7 "
+                  "10.0.0.1:8 10.0.0.1:9",
+                  "10.0.0.2:7790 10.1.0.2:7790", KEYFILE),
+     3, 108, "lists more than 8 heartbeat addresses"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:0", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 34,
+     "port '0' is not valid"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\ton-quorum-loss panic\n"),
+     11, 17, "Bad on-quorum-loss 'panic'; choose one of freeze, demote."},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\tcluster-id 0\n"),
+     11, 13, "cluster-id 0 is out of range"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE) "cluster {\n}\n",
+     12, 1, "A second 'cluster' section"},
+    {"node a {\n\taddress 10.0.0.1:7789\n\thostname x y\n}\n", 3, 13,
+     "Key 'hostname' takes one value but has 2"},
+};
+
+START_TEST(test_cluster_bad)
+{
+	for (size_t i = 0; i < sizeof(cluster_bad) / sizeof(cluster_bad[0]); i++) {
+		const struct bad_case *bc = &cluster_bad[i];
+		struct hak_config *cfg = NULL;
+		char err[512], want[64];
+		int rc = parse(bc->text, &cfg, err, sizeof(err));
+
+		ck_assert_msg(rc == -1 && errno == EINVAL && cfg == NULL, "case %zu: parsed", i);
+		snprintf(want, sizeof(want), "t.conf:%u:%u: ", bc->line, bc->col);
+		ck_assert_msg(strncmp(err, want, strlen(want)) == 0 && strstr(err, bc->phrase),
+		              "case %zu: want %s... '%s' in: %s", i, want, bc->phrase, err);
 	}
 }
 END_TEST
@@ -906,6 +1010,8 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_repl_volumes);
 	tcase_add_test(tc, test_find_self);
 	tcase_add_test(tc, test_bad_inputs);
+	tcase_add_test(tc, test_cluster_section);
+	tcase_add_test(tc, test_cluster_bad);
 	tcase_add_test(tc, test_raw_limits);
 	tcase_add_test(tc, test_too_many_volumes);
 	tcase_add_test(tc, test_error_buffer);
