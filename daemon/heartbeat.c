@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "config.h"
 #include "events.h"
 #include "log.h"
 
@@ -204,6 +205,53 @@ out:
 	if (rc < 0)
 		errno = e;
 	return rc;
+}
+
+/* ---- configuration ---- */
+
+static void hb_sockaddr(const struct hak_hb_addr *a, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(a->port);
+		inet_pton(AF_INET, a->host, &in->sin_addr);
+		*len = sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(a->port);
+		inet_pton(AF_INET6, a->host, &in6->sin6_addr);
+		*len = sizeof(*in6);
+	}
+}
+
+int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
+                    const struct hak_node_cfg *self, const struct hak_node_cfg *peer, char *err,
+                    size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	if (!cfg->cluster.present || cfg->n_nodes != 2 || !self || !peer || self == peer ||
+	    self->n_heartbeat != peer->n_heartbeat || self->n_heartbeat > HB_MAX_PATHS) {
+		snprintf(err, errlen,
+		         "No heartbeats without a cluster section and two nodes with matching "
+		         "heartbeat-address lists.");
+		errno = EINVAL;
+		return -1;
+	}
+	out->cluster_id = cfg->cluster.cluster_id;
+	out->node_id = self == &cfg->nodes[0] ? 1 : 2;
+	out->peer_id = 3 - out->node_id;
+	out->n_paths = self->n_heartbeat;
+	out->interval = cfg->cluster.heartbeat_interval;
+	out->deadtime = cfg->cluster.deadtime;
+	for (unsigned i = 0; i < out->n_paths; i++) {
+		struct hb_path_cfg *p = &out->paths[i];
+		hb_sockaddr(&self->heartbeat[i], &p->local, &p->local_len);
+		hb_sockaddr(&peer->heartbeat[i], &p->peer, &p->peer_len);
+	}
+	return hb_key_load(cfg->cluster.auth_key_file, &out->key, err, errlen);
 }
 
 /* ---- runtime ---- */

@@ -143,6 +143,18 @@ struct hb_snapshot {
 /* Called on the main loop after the heartbeat thread saw a change (alive/dead, peer state). */
 typedef void (*hb_notify_fn)(void *arg);
 
+struct hak_config;
+struct hak_node_cfg;
+/*
+ * The heartbeat setup of this node from hak.conf: its cluster section, self's and peer's
+ * heartbeat-address lists (path i = entry i of both), node ids 1 and 2 in file order, and the
+ * key from auth-key-file. Returns 0, or -1 with errno and a sentence in err (no cluster section,
+ * or the key file).
+ */
+int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
+                    const struct hak_node_cfg *self, const struct hak_node_cfg *peer, char *err,
+                    size_t errlen);
+
 /*
  * Bind every path's socket, start the thread. notify runs on main_loop (which must be run by
  * the calling thread). Returns NULL with errno and a sentence in err on failure.

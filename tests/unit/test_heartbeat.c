@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cluster.h"
+#include "config.h"
 #include "heartbeat.h"
 
 static const char key_text[] = "correct horse battery staple 42";
@@ -174,6 +175,48 @@ START_TEST(key_file)
 	unlink(path);
 	ck_assert_int_eq(hb_key_load(path, &k, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, ENOENT);
+}
+END_TEST
+
+START_TEST(config_from_hak_conf)
+{
+	char key[] = "/tmp/hak-hbkey-XXXXXX", text[1024], err[512];
+	struct hak_config *cfg = NULL;
+	struct hb_config hc;
+	int fd = mkstemp(key);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, key_text, strlen(key_text)), (ssize_t)strlen(key_text));
+	close(fd);
+	snprintf(text, sizeof(text),
+	         "node a {\n address 192.0.2.1:7789\n"
+	         " heartbeat-address 192.0.2.1:7790 [2001:db8::1]:7790\n}\n"
+	         "node b {\n address 192.0.2.2:7789\n"
+	         " heartbeat-address 192.0.2.2:7791 [2001:db8::2]:7792\n}\n"
+	         "cluster {\n cluster-id 9\n heartbeat-interval 100ms\n deadtime 700ms\n"
+	         " auth-key-file %s\n}\n",
+	         key);
+	ck_assert_msg(config_parse(text, strlen(text), "t.conf", &cfg, err, sizeof(err)) == 0, "%s",
+	              err);
+	ck_assert_msg(hb_config_build(&hc, cfg, &cfg->nodes[1], &cfg->nodes[0], err, sizeof(err)) ==
+	                  0,
+	              "%s", err);
+	ck_assert(hc.cluster_id == 9 && hc.node_id == 2 && hc.peer_id == 1 && hc.n_paths == 2);
+	ck_assert_double_eq(hc.interval, 0.1);
+	ck_assert_double_eq(hc.deadtime, 0.7);
+	ck_assert_uint_eq(hc.key.len, strlen(key_text));
+	const struct sockaddr_in *l0 = (const void *)&hc.paths[0].local;
+	const struct sockaddr_in *p0 = (const void *)&hc.paths[0].peer;
+	ck_assert(l0->sin_family == AF_INET && ntohs(l0->sin_port) == 7791 &&
+	          l0->sin_addr.s_addr == inet_addr("192.0.2.2") && ntohs(p0->sin_port) == 7790);
+	const struct sockaddr_in6 *l1 = (const void *)&hc.paths[1].local;
+	ck_assert(l1->sin6_family == AF_INET6 && ntohs(l1->sin6_port) == 7792 &&
+	          hc.paths[1].local_len == sizeof(*l1) && l1->sin6_addr.s6_addr[15] == 2);
+	unlink(key);
+	ck_assert_int_eq(
+	    hb_config_build(&hc, cfg, &cfg->nodes[0], &cfg->nodes[1], err, sizeof(err)), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	config_free(cfg);
 }
 END_TEST
 
@@ -421,6 +464,7 @@ static Suite *heartbeat_suite(void)
 	tcase_add_test(tc, fields_checked_after_mac);
 	tcase_add_test(tc, replay_window);
 	tcase_add_test(tc, key_file);
+	tcase_add_test(tc, config_from_hak_conf);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("runtime");
 	tcase_set_timeout(tc, 30);
