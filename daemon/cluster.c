@@ -323,15 +323,29 @@ static const char *handover_reason(const struct cluster_in *in)
 	return NULL;
 }
 
+/*
+ * Both primary (a healed partition after a forced promotion, or without quorum): the vote
+ * decides; without a witness, the one that kept serving writes wins over a frozen one, whose
+ * data is older; only then the preferred node.
+ */
 static void both_primary(const struct cluster_in *in, struct cluster_out *out)
 {
-	bool keep = in->witness_reachable ? in->vote == CLUSTER_VOTE_SELF : in->policy.preferred;
+	bool frozen = in->local.io_frozen, peer_frozen = in->peer.io_frozen, keep;
+	const char *why;
 
+	if (in->witness_reachable) {
+		keep = in->vote == CLUSTER_VOTE_SELF;
+		why = "it holds the witness vote";
+	} else if (frozen != peer_frozen) {
+		keep = !frozen;
+		why = "it kept serving writes while the other was frozen";
+	} else {
+		keep = in->policy.preferred;
+		why = "it is the preferred node";
+	}
 	if (keep) {
 		say(out, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_DEGRADED,
-		    "The peer is primary too (split brain); this node keeps the role (%s).",
-		    in->witness_reachable ? "it holds the witness vote"
-		                          : "it is the preferred node");
+		    "The peer is primary too (split brain); this node keeps the role (%s).", why);
 		return;
 	}
 	if (!in->local.io_frozen)

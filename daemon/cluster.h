@@ -98,6 +98,7 @@ struct cluster_peer {
 	enum cluster_disk disk;
 	bool eligible;     /* it could and would take the primary role (its out.eligible) */
 	bool want_primary; /* an operator asked it to become primary (its out.want_primary) */
+	bool io_frozen;    /* it holds writes (HB_F_IO_FROZEN) */
 };
 
 struct cluster_local {
