@@ -230,7 +230,7 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 		return perr(ps, d->line, d->col, "Key '%s' in %s needs a value: %s.", k->key, label,
 		            hint);
 	}
-	if (d->n_vals > 1)
+	if (d->n_vals > 1 && !(k->flags & CONF_LIST))
 		return perr(
 		    ps, v->next->line, v->next->col,
 		    "Key '%s' takes one value but has %u; put a value with spaces in double "

@@ -34,6 +34,7 @@ enum conf_kind {
 #define CONF_UNIQUE   (1u << 1) /* no two sections of the type may have the same value */
 #define CONF_POW2     (1u << 2) /* SIZE, UINT: a power of two */
 #define CONF_SOCKET   (1u << 3) /* PATH: a UNIX socket, so it must fit in sun_path */
+#define CONF_LIST     (1u << 4) /* CUSTOM: one or more values; apply() walks v->next */
 
 struct conf_key {
 	const char *key;

@@ -78,9 +78,26 @@ static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
                           const struct conf_value *v, void *base);
 static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
                            const struct conf_value *v, void *base);
+static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
+                                   const struct conf_value *v, void *base);
+
+static int enum_quorum_loss(const char *s, void *field)
+{
+	enum hak_quorum_loss q;
+
+	if (strcmp(s, "freeze") == 0)
+		q = HAK_QL_FREEZE;
+	else if (strcmp(s, "demote") == 0)
+		q = HAK_QL_DEMOTE;
+	else
+		return -1;
+	memcpy(field, &q, sizeof(q));
+	return 0;
+}
 
 #define GFIELD(m) offsetof(struct hak_config, m), sizeof(((struct hak_config *)0)->m)
 #define NFIELD(m) offsetof(struct hak_node_cfg, m), sizeof(((struct hak_node_cfg *)0)->m)
+#define CFIELD(m) offsetof(struct hak_cluster_cfg, m), sizeof(((struct hak_cluster_cfg *)0)->m)
 #define VFIELD(m) offsetof(struct hak_volume_cfg, m), sizeof(((struct hak_volume_cfg *)0)->m)
 #define MS(n)     ((uint64_t)(n)*1000u)
 
@@ -108,6 +125,22 @@ static const struct conf_key node_keys[] = {
     {"hostname", CONF_CUSTOM, 0, 0, 0, NFIELD(hostname), NULL,
      "the machine's hostname, as the 'hostname' command prints it", "the machine's hostname",
      .apply = apply_hostname},
+    {"heartbeat-address", CONF_CUSTOM, CONF_LIST, 0, 0, NFIELD(heartbeat), NULL,
+     "one IP:PORT per heartbeat path, like 192.0.2.1:7790 198.51.100.1:7790",
+     "the addresses it exchanges heartbeats on, one per path", .apply = apply_heartbeat_address},
+};
+
+static const struct conf_key cluster_keys[] = {
+    {"cluster-id", CONF_UINT, 0, 1, UINT32_MAX, CFIELD(cluster_id), NULL, NULL,
+     .doc = "the number that tells this pair's heartbeats from another pair's"},
+    {"heartbeat-interval", CONF_DURATION, 0, MS(10), MS(10000), CFIELD(heartbeat_interval), NULL,
+     NULL, .doc = "the time between two heartbeats on each path"},
+    {"deadtime", CONF_DURATION, 0, MS(50), MS(60000), CFIELD(deadtime), NULL, NULL,
+     .doc = "how long the peer must be silent on every path to be dead"},
+    {"auth-key-file", CONF_PATH, CONF_REQUIRED, 0, 0, CFIELD(auth_key_file), NULL, NULL,
+     .doc = "the file with the key that authenticates heartbeats"},
+    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), enum_quorum_loss,
+     "freeze, demote", .doc = "what a primary does that lost both its peer and the witness"},
 };
 
 static const struct conf_key volume_keys[] = {
@@ -150,12 +183,15 @@ static const struct conf_key volume_keys[] = {
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
 _Static_assert(ARRAY_SIZE(node_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
 _Static_assert(ARRAY_SIZE(volume_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
+_Static_assert(ARRAY_SIZE(cluster_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
 
 static void *global_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
                          void *parent_base);
 static void *node_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
                        void *parent_base);
 static int node_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
+static void *cluster_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                          void *parent_base);
 static void *volume_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
                          void *parent_base);
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
@@ -164,6 +200,7 @@ static const struct conf_section sections[] = {
     {"global", NULL, 0, 1, global_keys, ARRAY_SIZE(global_keys), global_open, NULL, NULL},
     {"node", NULL, 1, CONFIG_MAX_NODES, node_keys, ARRAY_SIZE(node_keys), node_open, node_check,
      "hak replicates between a pair of nodes"},
+    {"cluster", NULL, 0, 1, cluster_keys, ARRAY_SIZE(cluster_keys), cluster_open, NULL, NULL},
     {"volume", NULL, 1, CONFIG_MAX_VOLUMES, volume_keys, ARRAY_SIZE(volume_keys), volume_open,
      volume_check, NULL},
     CONF_GROUP_SECTIONS,
@@ -272,7 +309,63 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 	return conf_schema_set_string(ps, &vol->meta_path, v->text);
 }
 
+/* Heartbeats go to these addresses, so like 'address' they must be numeric and specific. */
+static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
+                                   const struct conf_value *v, void *base)
+{
+	struct hak_node_cfg *n = base;
+	struct conf_hostport hp;
+	const char *why;
+
+	for (n->n_heartbeat = 0; v; v = v->next) {
+		if (n->n_heartbeat == HAK_MAX_PATHS)
+			return perr(
+			    ps, v->line, v->col,
+			    "Node '%s' lists more than %u heartbeat addresses; use at most %u "
+			    "paths.",
+			    n->name, HAK_MAX_PATHS, HAK_MAX_PATHS);
+		if (conf_parse_hostport(v->text, &hp, &why) < 0)
+			return conf_schema_addr_error(ps, k, v, why,
+			                              "192.0.2.1:7790 or [2001:db8::1]:7790");
+		if (hp.family == AF_UNSPEC || strcmp(hp.host, "0.0.0.0") == 0 ||
+		    strcmp(hp.host, "::") == 0)
+			return perr(ps, v->line, v->col,
+			            "heartbeat-address '%.80s' of node '%s' is not a specific IP "
+			            "address; write the node's own IP on that path, like "
+			            "192.0.2.1:7790.",
+			            v->text, n->name);
+		struct hak_hb_addr *a = &n->heartbeat[n->n_heartbeat];
+		for (unsigned i = 0; i < n->n_heartbeat; i++)
+			if (n->heartbeat[i].port == hp.port &&
+			    strcmp(n->heartbeat[i].host, hp.host) == 0)
+				return perr(
+				    ps, v->line, v->col,
+				    "heartbeat-address '%.80s' of node '%s' is listed twice; each "
+				    "path needs its own address.",
+				    v->text, n->name);
+		_Static_assert(sizeof(a->host) <= sizeof(hp.host), "host buffers");
+		memcpy(a->host, hp.host, sizeof(a->host));
+		a->host[sizeof(a->host) - 1] = '\0';
+		a->port = hp.port;
+		a->family = hp.family;
+		n->n_heartbeat++;
+	}
+	return 0;
+}
+
 /* ---- sections ---- */
+
+static void *cluster_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                          void *parent_base)
+{
+	struct hak_config *cfg = ctx;
+
+	(void)ps;
+	(void)parent_base;
+	cfg->cluster.present = true;
+	cfg->cluster.line = blk->line;
+	return &cfg->cluster;
+}
 
 static void *global_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
                          void *parent_base)
@@ -640,6 +733,83 @@ static int check_groups(struct conf_parse *ps, const struct hak_config *cfg)
 	return conf_group_check_volumes(ps, &cfg->groups, names, (unsigned)cfg->n_volumes);
 }
 
+/* Path i of one node pairs with path i of the other: same count, same family, distinct ends. */
+static int check_paths(struct conf_parse *ps, const struct hak_config *cfg,
+                       const struct conf_block *root)
+{
+	const struct conf_block *b = block_next(block_find(root, "node"), "node");
+	const struct hak_node_cfg *na = &cfg->nodes[0], *nb = &cfg->nodes[1];
+	unsigned line, col;
+
+	setting_pos(b, "heartbeat-address", &line, &col);
+	if (na->n_heartbeat != nb->n_heartbeat)
+		return perr(ps, line, col,
+		            "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
+		            "address per path on each node, in the same order.",
+		            nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
+	for (unsigned i = 0; i < na->n_heartbeat; i++) {
+		const struct hak_hb_addr *x = &na->heartbeat[i], *y = &nb->heartbeat[i];
+		if (x->family != y->family)
+			return perr(ps, line, col,
+			            "Heartbeat path %u joins an IPv%d address of node '%s' to an "
+			            "IPv%d address of node '%s'; both ends of a path need the same "
+			            "family.",
+			            i + 1, x->family == AF_INET ? 4 : 6, na->name,
+			            y->family == AF_INET ? 4 : 6, nb->name);
+		if (x->port == y->port && strcmp(x->host, y->host) == 0)
+			return perr(
+			    ps, line, col,
+			    "Heartbeat path %u has the same address %s port %u on both nodes; "
+			    "each end needs its own.",
+			    i + 1, x->host, x->port);
+	}
+	return 0;
+}
+
+static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
+                         const struct conf_block *root)
+{
+	const struct conf_block *c = block_find(root, "cluster"), *nb = block_find(root, "node");
+	const struct hak_cluster_cfg *cl = &cfg->cluster;
+	unsigned line, col;
+
+	for (size_t i = 0; !cl->present && i < cfg->n_nodes; i++, nb = block_next(nb, "node")) {
+		if (!cfg->nodes[i].n_heartbeat)
+			continue;
+		setting_pos(nb, "heartbeat-address", &line, &col);
+		return perr(ps, line, col,
+		            "heartbeat-address of node '%s' is used only by the cluster manager; "
+		            "add a 'cluster { auth-key-file PATH }' section, or remove it.",
+		            cfg->nodes[i].name);
+	}
+	if (!cl->present)
+		return 0;
+	if (cfg->n_nodes != 2)
+		return perr(
+		    ps, c->line, c->col,
+		    "The cluster section needs the two 'node NAME {' sections it fails over "
+		    "between; add them, or remove the cluster section.");
+	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
+		if (cfg->nodes[i].n_heartbeat < 2) {
+			setting_pos(nb, "heartbeat-address", &line, &col);
+			return perr(
+			    ps, line, col,
+			    "Node '%s' has %u heartbeat paths; the cluster needs at least two "
+			    "(for example the replication and the service network), so one "
+			    "failed link does not look like a dead peer: write "
+			    "'heartbeat-address IP:PORT IP:PORT'.",
+			    cfg->nodes[i].name, cfg->nodes[i].n_heartbeat);
+		}
+	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
+		setting_pos(c, "deadtime", &line, &col);
+		return perr(ps, line, col,
+		            "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
+		            "late packet would declare the peer dead; raise deadtime.",
+		            cl->deadtime, cl->heartbeat_interval);
+	}
+	return check_paths(ps, cfg, root);
+}
+
 static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
                          const struct conf_block *root)
 {
@@ -658,7 +828,7 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		}
 	}
 	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
-	    check_ports(ps, cfg, root) < 0)
+	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0)
 		return -1;
 	return check_groups(ps, cfg);
 }
@@ -681,6 +851,10 @@ struct hak_config *config_new_default(void)
 	cfg->io_engine = IO_KIND_AUTO;
 	cfg->io_depth = HAK_DEFAULT_IO_DEPTH;
 	cfg->max_clients = HAK_DEFAULT_MAX_CLIENTS;
+	cfg->cluster.cluster_id = HAK_DEFAULT_CLUSTER_ID;
+	cfg->cluster.heartbeat_interval = HAK_DEFAULT_HB_INTERVAL;
+	cfg->cluster.deadtime = HAK_DEFAULT_DEADTIME;
+	cfg->cluster.on_quorum_loss = HAK_QL_FREEZE;
 	return cfg;
 }
 
@@ -817,6 +991,7 @@ void config_free(struct hak_config *cfg)
 	free(cfg->control_socket);
 	free(cfg->node_name);
 	free(cfg->state_dir);
+	free(cfg->cluster.auth_key_file);
 	free(cfg);
 }
 

@@ -34,12 +34,37 @@
 #define HAK_DEFAULT_PING_TIMEOUT   2.0
 #define HAK_DEFAULT_CONNECT_INTVL  1.0
 #define HAK_DEFAULT_MAX_EPOCH      2048u
+#define HAK_MAX_PATHS              8u  /* heartbeat paths per node */
+#define HAK_DEFAULT_HB_INTERVAL    0.2 /* seconds */
+#define HAK_DEFAULT_DEADTIME       1.0 /* seconds */
+#define HAK_DEFAULT_CLUSTER_ID     1u
 
 /* When a write is acknowledged to the client (DRBD protocols C, B, A). */
 enum hak_repl_mode {
 	HAK_MODE_SYNC,    /* after the peer wrote it */
 	HAK_MODE_MEMSYNC, /* after the peer received it */
 	HAK_MODE_ASYNC,   /* after the local write */
+};
+
+/* One heartbeat endpoint of a node: numeric IP and UDP port. */
+struct hak_hb_addr {
+	char host[INET6_ADDRSTRLEN];
+	uint16_t port;
+	int family; /* AF_INET or AF_INET6 */
+};
+
+/* What a cluster manager does when a primary loses both its peer and the witness. */
+enum hak_quorum_loss { HAK_QL_FREEZE, HAK_QL_DEMOTE };
+
+/* The "cluster" section: heartbeats and failover; absent = replication only, no failover. */
+struct hak_cluster_cfg {
+	bool present;
+	uint32_t cluster_id;       /* "cluster-id" 1..4294967295 (default 1): tells pairs apart */
+	double heartbeat_interval; /* "heartbeat-interval" 10ms..10s (default 200ms) */
+	double deadtime;           /* "deadtime" 50ms..60s (default 1s), > 2 intervals */
+	char *auth_key_file;       /* "auth-key-file" (required): the HMAC key, mode 0600 */
+	enum hak_quorum_loss on_quorum_loss; /* "on-quorum-loss" freeze|demote (default freeze) */
+	unsigned line;                       /* of the "cluster" keyword */
 };
 
 /* One server of the replication pair. */
@@ -51,6 +76,9 @@ struct hak_node_cfg {
 	uint16_t port;               /* the address's port, 1..65535 */
 	int family;                  /* AF_INET or AF_INET6 */
 	unsigned line;               /* line of the "node" keyword */
+	/* "heartbeat-address IP:PORT ...": path i runs between both nodes' entry i */
+	struct hak_hb_addr heartbeat[HAK_MAX_PATHS];
+	unsigned n_heartbeat;
 };
 
 struct hak_volume_cfg {
@@ -95,8 +123,9 @@ struct hak_config {
 	size_t n_nodes;
 	struct hak_volume_cfg *volumes;
 	size_t n_volumes;
-	size_t volumes_alloc;         /* entries allocated in volumes; config.c's bookkeeping */
-	struct hak_group_list groups; /* "group" sections, in file order */
+	size_t volumes_alloc;           /* entries allocated in volumes; config.c's bookkeeping */
+	struct hak_group_list groups;   /* "group" sections, in file order */
+	struct hak_cluster_cfg cluster; /* the "cluster" section */
 };
 
 /*

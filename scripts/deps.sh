@@ -11,7 +11,7 @@ PACKAGES=(
 	# tests, bench and demo: real NBD clients (libnbd-bin has nbdinfo, nbdcopy, nbdfuse),
 	# filesystems, namespaces
 	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs
-	iproute2 util-linux procps psmisc jq kmod
+	iproute2 iputils-ping util-linux procps psmisc jq kmod
 	# the database of the service-group tests and the demo
 	postgresql postgresql-client
 )

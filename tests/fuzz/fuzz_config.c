@@ -63,6 +63,30 @@ static void check_volumes(const struct hak_config *cfg)
 	}
 }
 
+/* A cluster section promises a pair with matching heartbeat paths and a sane deadtime. */
+static void check_cluster(const struct hak_config *cfg)
+{
+	const struct hak_cluster_cfg *c = &cfg->cluster;
+
+	if (!c->present) {
+		for (size_t i = 0; i < cfg->n_nodes; i++)
+			if (cfg->nodes[i].n_heartbeat)
+				abort();
+		return;
+	}
+	if (cfg->n_nodes != 2 || !c->auth_key_file || c->cluster_id == 0 ||
+	    !(c->deadtime > 2 * c->heartbeat_interval))
+		abort();
+	const struct hak_node_cfg *a = &cfg->nodes[0], *b = &cfg->nodes[1];
+	if (a->n_heartbeat < 2 || a->n_heartbeat > HAK_MAX_PATHS ||
+	    a->n_heartbeat != b->n_heartbeat)
+		abort();
+	for (unsigned i = 0; i < a->n_heartbeat; i++)
+		if (a->heartbeat[i].family != b->heartbeat[i].family || !a->heartbeat[i].port ||
+		    (a->heartbeat[i].family != AF_INET && a->heartbeat[i].family != AF_INET6))
+			abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct hak_config *cfg = NULL;
@@ -76,6 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (config_parse(text, size, "fuzz.conf", &cfg, err, sizeof(err)) == 0) {
 		check_volumes(cfg);
 		check_nodes(cfg);
+		check_cluster(cfg);
 	} else if (memchr(err, '\0', sizeof(err)) == NULL || strncmp(err, "fuzz.conf:", 10) != 0) {
 		abort();
 	}

@@ -464,7 +464,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     /* sections */
     {"volum x {\n}\n", 1, 1, "Unknown section 'volum'; did you mean 'volume'?"},
-    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, volume, group."},
+    {"\n  frobnicate {\n}\n", 2, 3, "valid sections are: global, node, cluster, volume, group."},
     {"volume {\n}\n", 1, 1, "needs a name; write 'volume NAME {'"},
     {"global g {\n}\n", 1, 8, "takes no name"},
     {"global {\n}\nglobal {\n}\n", 3, 1, "second 'global' section; the first is at line 1"},
@@ -500,7 +500,8 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription\n}\n", 4, 2, "needs a value: a text, in double quotes if it has spaces"},
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
-     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
+     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, "
+     "replication-port-offset, "
      "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size."},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
@@ -548,7 +549,8 @@ static const struct bad_case bad_cases[] = {
     {"volume v {\n\tbacking b.img\n\tnbd-socket /s\n}\n", 2, 10,
      "backing 'b.img' must be an absolute path"},
     {"volume v {\n\tbacking /b\n\tnbd-socket "
-     "/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+     "/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+     "xxxx"
      "xxxxxxxxxxxxxxxxxxxx\n}\n",
      3, 13, "a UNIX socket path may be at most 107 bytes"},
     {"global {\n\tcontrol-socket run/x\n}\n", 2, 17, "must be an absolute path"},
@@ -556,8 +558,9 @@ static const struct bad_case bad_cases[] = {
     {VOL "}\nvolume w {\n\tbacking /b\n\tnbd-socket /t\n}\n", 6, 10,
      "Volume 'w' has the same backing '/b' as volume 'v' (line 1)"},
     {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /s\n}\n", 7, 13, "same nbd-socket '/s'"},
-    {VOL "\tnbd-listen h:1\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tnbd-listen h:1\n}\n", 9,
-     13, "same nbd-listen 'h:1'"},
+    {VOL "\tnbd-listen h:1\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tnbd-listen "
+         "h:1\n}\n",
+     9, 13, "same nbd-listen 'h:1'"},
     {VOL "}\nglobal {\n\tcontrol-socket /s\n}\n", 3, 13, "is the control socket '/s'"},
     /* nodes */
     {"node {\n}\n", 1, 1, "A 'node' section needs a name; write 'node NAME {'."},
@@ -566,7 +569,8 @@ static const struct bad_case bad_cases[] = {
     {"node a\n{\n}\n", 1, 1, "The 'node' section header must end with '{' on the same line."},
     {"node a {\n\tnode b {\n\t}\n}\n", 2, 2, "A 'node' section cannot be inside node 'a'"},
     {"node a {\n}\n", 1, 1,
-     "The node 'a' section has no 'address' (the IP:PORT it replicates on and its peer connects "
+     "The node 'a' section has no 'address' (the IP:PORT it replicates on and its peer "
+     "connects "
      "to); add an 'address' line to it."},
     {NODE_A "10.0.0.1:7789\n}\n", 1, 1,
      "Node 'a' is the only node section; replication needs exactly two, so add the peer's"},
@@ -575,7 +579,8 @@ static const struct bad_case bad_cases[] = {
     {NODE_A "10.0.0.1:1\n}\nnode a {\n\taddress 10.0.0.2:1\n}\n", 4, 6,
      "Duplicate node name 'a'; the first is at line 1."},
     {NODE_A "10.0.0.1:7789\n}\nnode b {\n\taddress 10.0.0.1:7789\n}\n", 5, 10,
-     "Node 'b' has the same address '10.0.0.1:7789' as node 'a' (line 1); each node needs its "
+     "Node 'b' has the same address '10.0.0.1:7789' as node 'a' (line 1); each node needs "
+     "its "
      "own."},
     {NODE_A "[2001:db8::1]:1\n}\nnode b {\n\taddress [2001:0DB8:0:0::1]:1\n}\n", 5, 10,
      "same address '[2001:0DB8:0:0::1]:1' as node 'a'"},
@@ -584,7 +589,8 @@ static const struct bad_case bad_cases[] = {
     {NODE_A "10.0.0.1:1\n\thostname b\n}\nnode b {\n\taddress 10.0.0.2:1\n}\n", 5, 1,
      "Node 'b' has the same hostname 'b' as node 'a'"},
     {NODE_A "localhost:7789" NODE_B, 2, 10,
-     "address 'localhost:7789' of node 'a' has a host name; write the node's IP address, like "
+     "address 'localhost:7789' of node 'a' has a host name; write the node's IP address, "
+     "like "
      "192.0.2.1:7789"},
     {NODE_A "0.0.0.0:7789" NODE_B, 2, 10, "of node 'a' is the wildcard address; the peer"},
     {NODE_A "[::]:7789" NODE_B, 2, 10, "is the wildcard address"},
@@ -601,7 +607,8 @@ static const struct bad_case bad_cases[] = {
      "Key 'address' in node 'a' needs a value: IP:PORT, like 192.0.2.1:7789 or "
      "[2001:db8::1]:7789."},
     {"node a {\n\thostname a/b\n}\n", 2, 11,
-     "Bad hostname 'a/b' for node 'a'; use 1 to 64 letters, digits, '-', '_' or '.', as the "
+     "Bad hostname 'a/b' for node 'a'; use 1 to 64 letters, digits, '-', '_' or '.', as "
+     "the "
      "'hostname' command prints it."},
     {"node a {\n\thostname -h\n}\n", 2, 11, "Bad hostname '-h'"},
     {"node a {\n\thostname .h\n}\n", 2, 11, "Bad hostname '.h'"},
@@ -612,7 +619,7 @@ static const struct bad_case bad_cases[] = {
     {"node a {\n\thostname\n}\n", 2, 2, "needs a value: the machine's hostname"},
     {"node a {\n\tadress 10.0.0.1:1\n}\n", 2, 2,
      "Unknown key 'adress' in node 'a'; did you mean 'address'?"},
-    {"node a {\n\tzzzzzzzz 1\n}\n", 2, 2, "valid keys are: address, hostname."},
+    {"node a {\n\tzzzzzzzz 1\n}\n", 2, 2, "valid keys are: address, hostname, heartbeat-address."},
     {"node a {\n\tbacking /x\n}\n", 2, 2, "'backing' belongs in a 'volume' section, not in node"},
     {"node a {\n\tnode b\n}\n", 2, 2, "Key 'node' belongs in a 'global' section, not in node 'a'."},
     {VOL "\taddress 10.0.0.1:1\n}\n", 4, 2, "'address' belongs in a 'node' section"},
@@ -637,14 +644,16 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tmeta-disk /b\n}\n", 4, 12,
      "The metadata file of volume 'v' is its backing '/b'; write 'meta-disk internal'"},
     {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /b\n}\n", 8, 12,
-     "The metadata file '/b' of volume 'w' is also the backing of volume 'v' (line 1); give "
+     "The metadata file '/b' of volume 'w' is also the backing of volume 'v' (line 1); "
+     "give "
      "each volume its own meta-disk, or use 'internal'."},
     {VOL "\tmeta-disk /m\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /m\n}\n", 9, 12,
      "The metadata file '/m' of volume 'w' is also the metadata file of volume 'v'"},
     {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tmeta-disk /var/lib/hak/v.meta\n}\n", 8,
      12, "'/var/lib/hak/v.meta' of volume 'w' is also the metadata file of volume 'v'"},
     {VOL "}\nvolume w {\n\tbacking /var/lib/hak/v.meta\n\tnbd-socket /t\n}\n", 1, 1,
-     "The metadata file '/var/lib/hak/v.meta' of volume 'v' is also the backing of volume 'w' "
+     "The metadata file '/var/lib/hak/v.meta' of volume 'v' is also the backing of volume "
+     "'w' "
      "(line 5)"},
     {VOL "}\nglobal {\n\tstate-dir /st/\n}\nvolume w {\n\tbacking /st/v.meta\n\tnbd-socket "
          "/t\n}\n",
@@ -663,7 +672,8 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tmax-epoch-size 20001\n}\n", 4, 17, "use 1 to 20000."},
     /* durations */
     {VOL "\tping-interval 5\n}\n", 4, 16,
-     "Bad duration '5' for ping-interval; write a number and a unit, ms or s, like 200ms or "
+     "Bad duration '5' for ping-interval; write a number and a unit, ms or s, like 200ms "
+     "or "
      "1.5s (to the microsecond at most)."},
     {VOL "\tping-interval 1.5\n}\n", 4, 16, "Bad duration '1.5'"},
     {VOL "\tping-interval 1m\n}\n", 4, 16, "Bad duration '1m'"},
@@ -701,22 +711,25 @@ static const struct bad_case bad_cases[] = {
          "/d\n\t}\n}\n",
      10, 3, "Key 'device' does not apply to resource 'r' of type systemd."},
     {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype nfs\n\t}\n}\n", 8, 8,
-     "Bad type 'nfs'; choose one of exec, mount, systemd."},
+     "Bad type 'nfs'; choose one of exec, mount, systemd, attach."},
     {VOL "}\nresource r {\n\ttype exec\n}\n", 5, 1, "Unknown section 'resource'"},
     /* ports of a pair */
     {NODES VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n}\n", 11, 1,
-     "Volume 'w' has the same replication-port-offset 0 as volume 'v' (line 7); with nodes, "
+     "Volume 'w' has the same replication-port-offset 0 as volume 'v' (line 7); with "
+     "nodes, "
      "each volume needs its own port, so give each a different offset."},
     {NODES VOL "\treplication-port-offset 3\n}\nvolume w {\n\tbacking /c\n\tnbd-socket "
                "/t\n\treplication-port-offset 3\n}\n",
      15, 26, "same replication-port-offset 3 as volume 'v'"},
     {NODE_A "10.0.0.1:65000" NODE_B VOL "\treplication-port-offset 536\n}\n", 10, 26,
-     "replication-port-offset 536 of volume 'v' goes past port 65535 on node 'a' (port 65000); "
+     "replication-port-offset 536 of volume 'v' goes past port 65535 on node 'a' (port "
+     "65000); "
      "use at most 535."},
     {NODE_A "127.0.0.1:7789\n}\nnode b {\n\taddress 127.0.0.1:7790\n}\n" VOL
             "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\treplication-port-offset 1\n}\n",
      14, 26,
-     "Volume 'w' would listen on port 7790 of node 'a', which volume 'v' uses on node 'b'; both "
+     "Volume 'w' would listen on port 7790 of node 'a', which volume 'v' uses on node 'b'; "
+     "both "
      "nodes have the IP 127.0.0.1, so choose offsets or node ports farther apart."},
     /* lexical */
     {VOL "\tdescription \"abc\n}\n", 4, 14, "Unterminated string"},
@@ -755,6 +768,110 @@ START_TEST(test_bad_inputs)
 		              err);
 		ck_assert_msg(!strchr(err, '\n'), "case %zu: the message has a newline: %s", i,
 		              err);
+	}
+}
+END_TEST
+
+/* A pair with two heartbeat paths and a cluster section; HB_B is node b's address list. */
+#define CLUSTER_PAIR(hb_a, hb_b, cluster)                                                          \
+	"node a {\n\taddress 10.0.0.1:7789\n\theartbeat-address " hb_a "\n}\n"                     \
+	"node b {\n\taddress 10.0.0.2:7789\n\theartbeat-address " hb_b "\n}\n"                     \
+	"cluster {\n" cluster "}\n"
+#define KEYFILE "\tauth-key-file /etc/hak/cluster.key\n"
+
+START_TEST(test_cluster_section)
+{
+	struct hak_config *cfg = parse_ok(
+	    CLUSTER_PAIR("10.0.0.1:7790 [2001:db8::1]:7790", "10.0.0.2:7790 [2001:db8::2]:7791",
+	                 "\tcluster-id 42\n\theartbeat-interval 100ms\n\tdeadtime 500ms\n" KEYFILE
+	                 "\ton-quorum-loss demote\n"));
+	const struct hak_cluster_cfg *c = &cfg->cluster;
+
+	ck_assert(c->present);
+	ck_assert_uint_eq(c->cluster_id, 42);
+	ck_assert_double_eq(c->heartbeat_interval, 0.1);
+	ck_assert_double_eq(c->deadtime, 0.5);
+	ck_assert_str_eq(c->auth_key_file, "/etc/hak/cluster.key");
+	ck_assert_int_eq(c->on_quorum_loss, HAK_QL_DEMOTE);
+	ck_assert_uint_eq(c->line, 9);
+	ck_assert_uint_eq(cfg->nodes[0].n_heartbeat, 2);
+	ck_assert_str_eq(cfg->nodes[0].heartbeat[0].host, "10.0.0.1");
+	ck_assert_uint_eq(cfg->nodes[0].heartbeat[0].port, 7790);
+	ck_assert_int_eq(cfg->nodes[0].heartbeat[0].family, AF_INET);
+	ck_assert_str_eq(cfg->nodes[1].heartbeat[1].host, "2001:db8::2");
+	ck_assert_uint_eq(cfg->nodes[1].heartbeat[1].port, 7791);
+	ck_assert_int_eq(cfg->nodes[1].heartbeat[1].family, AF_INET6);
+	config_free(cfg);
+	/* defaults */
+	cfg = parse_ok(
+	    CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE));
+	ck_assert_uint_eq(cfg->cluster.cluster_id, 1);
+	ck_assert_double_eq(cfg->cluster.heartbeat_interval, 0.2);
+	ck_assert_double_eq(cfg->cluster.deadtime, 1.0);
+	ck_assert_int_eq(cfg->cluster.on_quorum_loss, HAK_QL_FREEZE);
+	config_free(cfg);
+	/* without a cluster section: nothing of it */
+	cfg = parse_ok(NODES);
+	ck_assert(!cfg->cluster.present && cfg->nodes[0].n_heartbeat == 0);
+	config_free(cfg);
+}
+END_TEST
+
+static const struct bad_case cluster_bad[] = {
+    {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
+    {"cluster {\n" KEYFILE "}\n", 1, 1, "needs the two 'node NAME {' sections"},
+    {"node a {\n\taddress 10.0.0.1:7789\n\theartbeat-address 10.0.0.1:7790 10.1.0.1:7790\n}\n"
+     "node b {\n\taddress 10.0.0.2:7789\n}\n",
+     3, 20, "used only by the cluster manager; add a 'cluster { auth-key-file PATH }'"},
+    {CLUSTER_PAIR("10.0.0.1:7790", "10.0.0.2:7790", KEYFILE), 3, 20,
+     "Node 'a' has 1 heartbeat paths; the cluster needs at least two"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790 10.2.0.2:7790",
+                  KEYFILE),
+     7, 20, "Node 'b' has 3 heartbeat addresses and node 'a' has 2"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 [2001:db8::2]:7790", KEYFILE), 7,
+     20, "Heartbeat path 2 joins an IPv4 address of node 'a' to an IPv6 address of node 'b'"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.1:7790", KEYFILE), 7, 20,
+     "Heartbeat path 2 has the same address 10.1.0.1 port 7790 on both nodes"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\tdeadtime 400ms\n"),
+     11, 11, "deadtime 0.4s must be more than twice heartbeat-interval 0.2s"},
+    {CLUSTER_PAIR("0.0.0.0:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
+     "heartbeat-address '0.0.0.0:7790' of node 'a' is not a specific IP address"},
+    {CLUSTER_PAIR("alpha:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
+     "is not a specific IP address"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.0.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 34,
+     "heartbeat-address '10.0.0.1:7790' of node 'a' is listed twice"},
+    {CLUSTER_PAIR("10.0.0.1:1 10.0.0.1:2 10.0.0.1:3 10.0.0.1:4 10.0.0.1:5 10.0.0.1:6 10.0.0.1:7 "
+                  "10.0.0.1:8 10.0.0.1:9",
+                  "10.0.0.2:7790 10.1.0.2:7790", KEYFILE),
+     3, 108, "lists more than 8 heartbeat addresses"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:0", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 34,
+     "port '0' is not valid"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\ton-quorum-loss panic\n"),
+     11, 17, "Bad on-quorum-loss 'panic'; choose one of freeze, demote."},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\tcluster-id 0\n"),
+     11, 13, "cluster-id 0 is out of range"},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE) "cluster {\n}\n",
+     12, 1, "A second 'cluster' section"},
+    {"node a {\n\taddress 10.0.0.1:7789\n\thostname x y\n}\n", 3, 13,
+     "Key 'hostname' takes one value but has 2"},
+};
+
+START_TEST(test_cluster_bad)
+{
+	for (size_t i = 0; i < sizeof(cluster_bad) / sizeof(cluster_bad[0]); i++) {
+		const struct bad_case *bc = &cluster_bad[i];
+		struct hak_config *cfg = NULL;
+		char err[512], want[64];
+		int rc = parse(bc->text, &cfg, err, sizeof(err));
+
+		ck_assert_msg(rc == -1 && errno == EINVAL && cfg == NULL, "case %zu: parsed", i);
+		snprintf(want, sizeof(want), "t.conf:%u:%u: ", bc->line, bc->col);
+		ck_assert_msg(strncmp(err, want, strlen(want)) == 0 && strstr(err, bc->phrase),
+		              "case %zu: want %s... '%s' in: %s", i, want, bc->phrase, err);
 	}
 }
 END_TEST
@@ -954,6 +1071,8 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_groups);
 	tcase_add_test(tc, test_find_self);
 	tcase_add_test(tc, test_bad_inputs);
+	tcase_add_test(tc, test_cluster_section);
+	tcase_add_test(tc, test_cluster_bad);
 	tcase_add_test(tc, test_raw_limits);
 	tcase_add_test(tc, test_too_many_volumes);
 	tcase_add_test(tc, test_error_buffer);

@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Heartbeats between the two nodes: one UDP datagram every interval on every path (the
+ * replication link, the service network, ...), authenticated with HMAC-SHA256 under a shared key,
+ * with a per-sender, per-path replay window. The peer is dead only when it has been silent on
+ * every path for deadtime.
+ *
+ * Two layers: pure functions (hb_encode, hb_decode, hb_replay_check, hb_key_parse) that the unit
+ * tests and the fuzz harness drive directly, and a runtime (hb_start ... hb_stop) with its own
+ * thread and its own libev loop, so a saturated data path or a CPU-bound verify on the main loop
+ * never delays a heartbeat. The runtime tells the main loop about changes through an ev_async;
+ * the main loop reads a consistent copy of the state with hb_snapshot().
+ *
+ * Packet (76 bytes, big-endian):
+ *   0 magic "HAKH" | 4 version (1) | 5 path index | 6 role | 7 disk
+ *   8 cluster id (u32) | 12 sender node id (u32) | 16 sender incarnation (u64)
+ *   24 sequence (u64) | 32 sender timestamp ms (u64, CLOCK_REALTIME, informative)
+ *   40 flags (u16, HB_F_*) | 42 reserved (u16, zero) | 44 HMAC-SHA256 of bytes 0..43
+ */
+#ifndef HAK_HEARTBEAT_H
+#define HAK_HEARTBEAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define HB_MAGIC        0x48414b48u /* "HAKH" */
+#define HB_VERSION      1u
+#define HB_PKT_SIZE     76u
+#define HB_MAC_OFFSET   44u
+#define HB_MAX_PATHS    8u
+#define HB_KEY_MIN      16u   /* bytes of key material, at least */
+#define HB_KEY_MAX      1024u /* bytes of a key file, at most */
+#define HB_DEFAULT_PORT 7790u
+
+/* Flags a node advertises (cluster_out.eligible / want_primary and its I/O state). */
+#define HB_F_ELIGIBLE     (1u << 0)
+#define HB_F_WANT_PRIMARY (1u << 1)
+#define HB_F_IO_FROZEN    (1u << 2)
+#define HB_F_STANDBY      (1u << 3)
+#define HB_F_ALL          0xfu
+
+struct hb_key {
+	uint8_t bytes[HB_KEY_MAX];
+	size_t len;
+};
+
+struct hb_msg {
+	uint8_t path;
+	uint8_t role; /* enum cluster_role */
+	uint8_t disk; /* enum cluster_disk */
+	uint32_t cluster_id;
+	uint32_t node_id;
+	uint64_t incarnation; /* the sender's start, microseconds since the epoch */
+	uint64_t seq;         /* per sender, increasing by one per packet sent on any path */
+	uint64_t time_ms;
+	uint16_t flags;
+};
+
+/* What the receiver remembers of one sender on one path. */
+struct hb_replay {
+	uint64_t incarnation;
+	uint64_t seq; /* the newest accepted */
+	bool seen;
+};
+
+enum hb_verdict {
+	HB_OK,
+	HB_BAD_SIZE,
+	HB_BAD_MAGIC,
+	HB_BAD_VERSION,
+	HB_BAD_MAC,
+	HB_BAD_FIELD,       /* reserved bits, flags, role or disk out of range */
+	HB_OLD_INCARNATION, /* a packet from before the sender's restart */
+	HB_REPLAY,          /* the same sequence as the newest accepted */
+	HB_STALE,           /* an older sequence */
+	HB_VERDICT_COUNT
+};
+
+/* Into buf (exactly HB_PKT_SIZE bytes), MAC included. Returns 0, or -1 (errno EIO) if OpenSSL
+ * fails. */
+int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE]);
+/*
+ * Check size, magic, version and MAC (in constant time), then every field; fills *m only on HB_OK.
+ * Never reads past len.
+ */
+enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+                          struct hb_msg *m);
+/*
+ * The replay window: accepts (and records) a newer incarnation, or the same incarnation with a
+ * higher sequence; refuses a replay of the newest packet, an older sequence and an older
+ * incarnation. Sequence gaps are fine (lost datagrams).
+ */
+enum hb_verdict hb_replay_check(struct hb_replay *w, uint64_t incarnation, uint64_t seq);
+const char *hb_verdict_name(enum hb_verdict v);
+
+/*
+ * The key from a key file's contents: at least HB_KEY_MIN bytes after one trailing newline is
+ * dropped (so `head -c 32 /dev/urandom | base64 > key` and raw bytes both work). Returns 0, or -1
+ * with errno EINVAL and a sentence in err.
+ */
+int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen);
+/* Read path (which must not be readable by group or others) and hb_key_parse it. */
+int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
+
+/* ---- runtime ---- */
+
+struct ev_loop;
+struct hb;
+
+struct hb_path_cfg {
+	struct sockaddr_storage local; /* bound: the address this node sends from on the path */
+	struct sockaddr_storage peer;  /* the peer's address on the path; only it is accepted */
+	socklen_t local_len, peer_len;
+};
+
+struct hb_config {
+	uint32_t cluster_id;
+	uint32_t node_id, peer_id;
+	unsigned n_paths; /* 1..HB_MAX_PATHS */
+	struct hb_path_cfg paths[HB_MAX_PATHS];
+	double interval; /* seconds between heartbeats (default 0.2) */
+	double deadtime; /* seconds of silence before a path is dead (default 1), > interval */
+	struct hb_key key;
+};
+
+struct hb_path_state {
+	bool alive;
+	int64_t last_heard_ms; /* ms since the last accepted packet; -1: never */
+	uint64_t rx_ok, rx_bad, rx_replay, rx_foreign, tx_ok, tx_err;
+};
+
+struct hb_snapshot {
+	unsigned n_paths;
+	struct hb_path_state paths[HB_MAX_PATHS];
+	bool peer_alive;     /* alive on at least one path */
+	bool peer_known;     /* heard at least once since start */
+	struct hb_msg peer;  /* the newest accepted message on any path */
+	uint64_t generation; /* increases at every change that notified the main loop */
+};
+
+/* Called on the main loop after the heartbeat thread saw a change (alive/dead, peer state). */
+typedef void (*hb_notify_fn)(void *arg);
+
+struct hak_config;
+struct hak_node_cfg;
+/*
+ * The heartbeat setup of this node from hak.conf: its cluster section, self's and peer's
+ * heartbeat-address lists (path i = entry i of both), node ids 1 and 2 in file order, and the
+ * key from auth-key-file. Returns 0, or -1 with errno and a sentence in err (no cluster section,
+ * or the key file).
+ */
+int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
+                    const struct hak_node_cfg *self, const struct hak_node_cfg *peer, char *err,
+                    size_t errlen);
+
+/*
+ * Bind every path's socket, start the thread. notify runs on main_loop (which must be run by
+ * the calling thread). Returns NULL with errno and a sentence in err on failure.
+ */
+struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_notify_fn notify,
+                    void *arg, char *err, size_t errlen);
+/* What this node advertises from the next heartbeat on (thread-safe). */
+void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags);
+/* A consistent copy of the state (thread-safe; ages computed now). */
+void hb_snapshot(struct hb *hb, struct hb_snapshot *out);
+/* Stop sending (the peer will see this node die) and free everything. hb may be NULL. */
+void hb_stop(struct hb *hb);
+
+#endif
