@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "config.h"
 #include "control.h"
+#include "events.h"
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
@@ -482,6 +483,7 @@ static int hakd_start(struct hakd *d)
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
 	    control_register(d->ctl, "version", cmd_version, d) < 0)
 		return -1;
+	events_init(d->ctl);
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
 	                                        "resolve"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
@@ -492,6 +494,7 @@ static int hakd_start(struct hakd *d)
 
 static void hakd_stop(struct hakd *d)
 {
+	events_shutdown();
 	control_destroy(d->ctl);
 	for (size_t i = 0; i < d->n; i++)
 		repl_shutdown(d->repls[i]);

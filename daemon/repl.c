@@ -21,6 +21,7 @@
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
+#include "events.h"
 #include "log.h"
 #include "nbd_proto.h"
 #include "repl_int.h"
@@ -564,6 +565,9 @@ static void handshake_complete(struct repl *r)
 	         "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
 	         r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
 	         gen_decision_name(d), gen_rule_name(rule));
+	events_emit("connect", "volume:%s peer:%s peer-role:%s peer-disk:%s decision:%s", r->name,
+	            r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk],
+	            gen_decision_name(d));
 	if (d == GEN_NO_SYNC) {
 		r->link = LINK_CONNECTED;
 		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
@@ -829,6 +833,12 @@ void repl_drop_connection(struct repl *r, const char *why)
 		         was ? "" : " during the handshake", why);
 	else if (why)
 		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s failed: %s.", r->p.peer->name, why);
+	if (was) {
+		char reason[160];
+		events_token(reason, sizeof(reason), why ? why : "shutdown");
+		events_emit("disconnect", "volume:%s peer:%s reason:%s", r->name, r->p.peer->name,
+		            reason);
+	}
 	for (int k = 0; k < 2; k++) {
 		if (r->early[k].s) {
 			buf_put(r->early[k].payload, r->early[k].h.len);
@@ -1006,6 +1016,9 @@ void repl_send_state(struct repl *r)
 
 static void set_role(struct repl *r, enum repl_role role)
 {
+	if (r->role != role)
+		events_emit("role", "volume:%s node:%s role:%s", r->name, r->p.self->name,
+		            role_names[role]);
 	r->role = role;
 	if (r->p.role_changed)
 		r->p.role_changed(r->p.ctx, role);
