@@ -107,6 +107,11 @@ void wire_hello_encode(uint8_t out[WIRE_HELLO_SIZE], const struct wire_hello *h)
 	for (int i = 0; i < 4; i++, p += 8)
 		nbd_put64(p, h->gen[i]);
 	nbd_put64(p, h->bits_set);
+	p += 8;
+	p[0] = h->sb_policy;
+	p[1] = p[2] = p[3] = 0;
+	nbd_put32(p + 4, h->sb_victim);
+	nbd_put64(p + 8, h->promoted_ms);
 }
 
 /* A name on the wire: printable, NUL-padded, not empty. */
@@ -173,6 +178,17 @@ int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char 
 	for (int i = 0; i < 4; i++, p += 8)
 		h->gen[i] = nbd_be64(p);
 	h->bits_set = nbd_be64(p);
+	p += 8;
+	h->sb_policy = p[0];
+	h->sb_victim = nbd_be32(p + 4);
+	h->promoted_ms = nbd_be64(p + 8);
+	if (h->sb_policy > WIRE_SB_POLICY_MAX || p[1] || p[2] || p[3]) {
+		snprintf(err, errlen,
+		         "HELLO carries after-split-brain policy %u (at most %u) or non-zero "
+		         "reserved bytes",
+		         h->sb_policy, WIRE_SB_POLICY_MAX);
+		return -1;
+	}
 	if (h->block_size < 4096 || h->block_size > (1u << 20) ||
 	    (h->block_size & (h->block_size - 1))) {
 		snprintf(err, errlen, "HELLO bitmap block size %u is not a power of two in 4K..1M",

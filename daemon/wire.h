@@ -33,6 +33,9 @@ struct wire_hello {
 	uint32_t gen_flags;
 	uint64_t gen[4]; /* current, bitmap, history[0], history[1] */
 	uint64_t bits_set;
+	uint8_t sb_policy;
+	uint32_t sb_victim; /* crc32c of the discard-node name, 0: none */
+	uint64_t promoted_ms;
 };
 
 struct wire_io {

@@ -51,7 +51,10 @@ static struct wire_hello good_hello(void)
 	                       .block_size = 4096,
 	                       .gen_flags = 3,
 	                       .gen = {1, 2, 3, 4},
-	                       .bits_set = 5};
+	                       .bits_set = 5,
+	                       .sb_policy = 4,
+	                       .sb_victim = 0xdeadbeef,
+	                       .promoted_ms = 1700000000123ull};
 	strcpy(h.node, "alpha");
 	strcpy(h.volume, "db");
 	memset(h.uuid, 0xab, 16);
@@ -68,6 +71,19 @@ START_TEST(hello_round_trip)
 	ck_assert_str_eq(out.volume, "db");
 	ck_assert_int_eq(memcmp(out.uuid, in.uuid, 16), 0);
 	ck_assert(out.size == in.size && out.gen[3] == 4 && out.bits_set == 5 && out.mode == 2);
+	ck_assert(out.sb_policy == 4 && out.sb_victim == 0xdeadbeef &&
+	          out.promoted_ms == 1700000000123ull);
+
+	in.sb_policy = 5;
+	wire_hello_encode(b, &in);
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "policy 5"));
+	in = good_hello();
+	wire_hello_encode(b, &in);
+	b[WIRE_HELLO_SIZE - 14] = 1; /* a reserved byte after the policy */
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "reserved"));
+	in = good_hello();
 
 	in.version = 99;
 	wire_hello_encode(b, &in);
