@@ -209,6 +209,10 @@ static void print_volume(json_t *v)
 	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
 	if (lr)
 		printf("  last refusal: %s\n", lr);
+	if (geti(r, "integrity_errors") > 0)
+		printf("  integrity errors: %lld payloads failed their checksum (%s)\n",
+		       (long long)geti(r, "integrity_errors"),
+		       json_string_value(json_object_get(r, "data_integrity")));
 }
 
 static int cmd_status(const struct cli *c, int argc, char **argv)

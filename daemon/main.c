@@ -21,6 +21,7 @@
 #include "config.h"
 #include "control.h"
 #include "events.h"
+#include "testhook.h"
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
@@ -549,6 +550,7 @@ int main(int argc, char **argv)
 		log_open_syslog("hakd");
 	log_set_level(d.cfg->log_level);
 	process_setup();
+	testhook_init();
 	if (a.pidfile && write_pidfile(a.pidfile) < 0) {
 		log_err("Cannot write pid file %s: %s.", a.pidfile, strerror(errno));
 		config_free(d.cfg);

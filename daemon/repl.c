@@ -176,12 +176,18 @@ static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io 
 		flags |= WIRE_F_NO_HOLE;
 	struct wire_io io = {.id = id, .off = p->off, .len = p->len};
 	uint32_t plen = p->type == WIRE_DATA ? p->len : 0;
-	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + plen);
+	const uint8_t *data = p->type == WIRE_DATA ? (p->copy ? p->copy : vio->buf) : NULL;
+	uint32_t crc_len = data && r->p.vcfg->data_integrity ? WIRE_CRC_SIZE : 0;
+	if (crc_len)
+		flags |= WIRE_F_CRC;
+	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + crc_len + plen);
 	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
-	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
+	if (crc_len)
+		nbd_put32(it->hdr + WIRE_HDR_SIZE + WIRE_IO_SIZE, crc32c_update(0, data, p->len));
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE + crc_len;
 	it->sent = outq_free_item;
-	if (p->type == WIRE_DATA) {
-		it->data = p->copy ? p->copy : vio->buf;
+	if (data) {
+		it->data = data;
 		it->data_len = p->len;
 		if (p->copy) {
 			it->sent = async_copy_sent;

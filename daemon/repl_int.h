@@ -43,8 +43,9 @@ struct apply {
 	uint64_t id;
 	uint64_t off;
 	uint32_t len;
-	uint8_t *frame; /* the received payload (owned), data at frame + WIRE_IO_SIZE */
+	uint8_t *frame; /* the received payload (owned), data at frame + data_off */
 	uint32_t frame_len;
+	uint32_t data_off;
 	uint64_t epoch;
 	bool resync;
 	bool active;

@@ -21,8 +21,10 @@
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
+#include "crc32c.h"
 #include "events.h"
 #include "log.h"
+#include "nbd_proto.h"
 #include "repl_int.h"
 #include "volume.h"
 
@@ -283,9 +285,16 @@ static void rs_send(struct repl *r, struct rs_op *op)
 	if (!op->hole && op->buf && all_zero(op->buf, op->len))
 		op->hole = true;
 	uint16_t flags = op->hole ? WIRE_F_HOLE : 0;
-	wire_hdr_encode(it->hdr, WIRE_RS_DATA, flags, WIRE_IO_SIZE + (op->hole ? 0 : op->len));
+	uint32_t crc_len = !op->hole && r->p.vcfg->data_integrity ? WIRE_CRC_SIZE : 0;
+	if (crc_len)
+		flags |= WIRE_F_CRC;
+	wire_hdr_encode(it->hdr, WIRE_RS_DATA, flags,
+	                WIRE_IO_SIZE + crc_len + (op->hole ? 0 : op->len));
 	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
-	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
+	if (crc_len)
+		nbd_put32(it->hdr + WIRE_HDR_SIZE + WIRE_IO_SIZE,
+		          crc32c_update(0, op->buf, op->len));
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE + crc_len;
 	if (!op->hole) {
 		it->data = op->buf;
 		it->data_len = op->len;

@@ -61,6 +61,9 @@ void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io);
 int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, uint32_t align,
                    struct wire_io *io, char *err, size_t errlen);
 
+/* Where the data starts in a DATA / RS_DATA payload: after the fixed part and the checksum. */
+uint32_t wire_io_data_off(const struct wire_hdr *h);
+
 void wire_put_id(uint8_t *out, uint64_t id);
 uint64_t wire_get_id(const uint8_t *in);
 

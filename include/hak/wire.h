@@ -76,6 +76,8 @@ enum wire_disk {
 	(4 + 1 + 1 + 1 + 1 + WIRE_NAME_MAX + WIRE_NAME_MAX + 16 + 8 + 4 + 4 + 8 * 4 + 8 + 4 + 4 + 8)
 /* Fixed part of DATA / TRIM / ZERO / RS_DATA: u64 id, u64 offset, u32 length. */
 #define WIRE_IO_SIZE 20u
+/* With WIRE_F_CRC, a u32 crc32c of the data sits between the fixed part and the data. */
+#define WIRE_CRC_SIZE 4u
 /* BARRIER / BARRIER_ACK / RECV_ACK / PING / PONG / RS_DONE: u64 id. WRITE_ACK, RS_ACK: u64 id, u32
  * status. */
 #define WIRE_ID_SIZE  8u
