@@ -173,9 +173,9 @@ static int events_subscribe(void *ctx, int fd, char *err, size_t errlen)
 	events_subs = s;
 	events_nsubs++;
 	ev_io_start(events_loop, &s->rio);
+	log_info("Event subscriber %u connected (%u in all).", s->id, events_nsubs);
 	if (sub_flush(s) < 0)
 		sub_free(s);
-	log_info("Event subscriber %u connected (%u in all).", s->id, events_nsubs);
 	return 0;
 }
 

@@ -480,11 +480,14 @@ void resync_stop(struct repl *r)
 		         "The resync was interrupted with %llu blocks left; it "
 		         "resumes on the next connection.",
 		         (unsigned long long)bitmap_count(r->bm));
-		events_emit("resync-interrupt",
-		            "volume:%s peer:%s direction:%s bytes:%llu left-bytes:%llu", r->name,
-		            r->p.peer->name, r->link == LINK_SYNC_SOURCE ? "source" : "target",
-		            (unsigned long long)r->rs_done_bytes,
-		            (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
+		/* Paired with resync-start, which comes once both bitmaps are in. */
+		if (r->bm_done_rcvd)
+			events_emit(
+			    "resync-interrupt",
+			    "volume:%s peer:%s direction:%s bytes:%llu left-bytes:%llu", r->name,
+			    r->p.peer->name, r->link == LINK_SYNC_SOURCE ? "source" : "target",
+			    (unsigned long long)r->rs_done_bytes,
+			    (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
 	}
 	r->resync_running = false;
 	r->rs_finishing = false;
