@@ -6,11 +6,14 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -24,7 +27,7 @@
 #include "config.h"
 #include "meta.h"
 
-enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3 };
+enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
 
 struct cli {
 	const char *control;
@@ -48,6 +51,9 @@ static void usage(FILE *f)
 	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
 	    "  dump-md VOL                print the metadata (offline)\n"
 	    "  group start|stop|clear NAME  start or stop a service group; clear a blocked one\n"
+	    "  events [--count N] [--timeout S]  print state changes as they happen, one line\n"
+	    "                             each; stop after N lines or S seconds (exit 4 when\n"
+	    "                             the timeout came before N lines)\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -204,6 +210,10 @@ static void print_volume(json_t *v)
 	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
 	if (lr)
 		printf("  last refusal: %s\n", lr);
+	if (geti(r, "integrity_errors") > 0)
+		printf("  integrity errors: %lld payloads failed their checksum (%s)\n",
+		       (long long)geti(r, "integrity_errors"),
+		       json_string_value(json_object_get(r, "data_integrity")));
 }
 
 static void print_group(json_t *g)
@@ -333,6 +343,116 @@ static int cmd_group(const struct cli *c, int argc, char **argv)
 	       json_string_value(json_object_get(resp, "state")));
 	json_decref(resp);
 	return 0;
+}
+
+static int events_connect(const struct cli *c)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	static const char req[] = "{\"cmd\":\"events\"}\n";
+	int fd = -1;
+	if (strlen(c->control) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "hakctl: control socket path %s is too long.\n", c->control);
+		return -1;
+	}
+	strcpy(sa.sun_path, c->control);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
+		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n",
+		        c->control, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One complete line from buf (the first is hakd's JSON answer); 0 when done, else exit code. */
+static int events_line(char *line, bool *first, long *left)
+{
+	if (*first) {
+		json_t *resp = json_loads(line, 0, NULL);
+		*first = false;
+		if (!json_is_true(json_object_get(resp, "ok"))) {
+			const char *e = json_string_value(json_object_get(resp, "error"));
+			fprintf(stderr, "hakctl: hakd refused: %s\n", e ? e : line);
+			json_decref(resp);
+			return EXIT_DAEMON;
+		}
+		json_decref(resp);
+		return -1;
+	}
+	printf("%s\n", line);
+	fflush(stdout);
+	if (*left > 0 && --*left == 0)
+		return 0;
+	return -1;
+}
+
+static int cmd_events(const struct cli *c, int argc, char **argv)
+{
+	long count = 0;
+	double timeout = 0;
+	char buf[8192];
+	size_t len = 0;
+	bool first = true;
+	int rc = -1;
+	for (int i = 1; i < argc; i++) {
+		char *end = NULL;
+		if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
+			count = strtol(argv[++i], &end, 10);
+		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+			timeout = strtod(argv[++i], &end);
+		if (!end || *end || count < 0 || timeout < 0) {
+			fprintf(stderr,
+			        "hakctl events: bad argument '%s'; use --count N, --timeout S.\n",
+			        argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	int fd = events_connect(c);
+	if (fd < 0)
+		return EXIT_UNREACHABLE;
+	struct timespec t0, t;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (rc < 0) {
+		int wait_ms = -1;
+		if (timeout > 0) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			double el = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+			if (el >= timeout) {
+				rc = count > 0 ? EXIT_TIMEOUT : 0;
+				break;
+			}
+			wait_ms = (int)((timeout - el) * 1000) + 1;
+		}
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		int pr = poll(&pfd, 1, wait_ms);
+		if (pr < 0 && errno == EINTR)
+			continue;
+		if (pr == 0)
+			continue;
+		ssize_t r = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (r <= 0) {
+			fprintf(stderr, "hakctl: hakd closed the event stream.\n");
+			rc = EXIT_UNREACHABLE;
+			break;
+		}
+		len += (size_t)r;
+		char *nl;
+		while (rc < 0 && (nl = memchr(buf, '\n', len))) {
+			*nl = '\0';
+			rc = events_line(buf, &first, &count);
+			len -= (size_t)(nl + 1 - buf);
+			memmove(buf, nl + 1, len);
+		}
+		if (len == sizeof(buf) - 1) {
+			fprintf(stderr, "hakctl: hakd sent an event line over %zu bytes.\n", len);
+			rc = EXIT_DAEMON;
+		}
+	}
+	close(fd);
+	return rc;
 }
 
 /* The volume UUID both nodes derive from the configuration, so metadata created separately on
@@ -513,7 +633,7 @@ static const struct {
     {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
-    {"group", cmd_group},
+    {"group", cmd_group},    {"events", cmd_events},
 };
 
 int main(int argc, char **argv)

@@ -95,6 +95,27 @@ static int enum_quorum_loss(const char *s, void *field)
 	return 0;
 }
 
+static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base);
+
+static int enum_sb_policy(const char *s, void *field)
+{
+	enum sb_policy p;
+	if (sbpolicy_parse(s, &p) < 0)
+		return -1;
+	memcpy(field, &p, sizeof(p));
+	return 0;
+}
+
+static int enum_integrity(const char *s, void *field)
+{
+	int on = strcmp(s, "crc32c") == 0;
+	if (!on && strcmp(s, "none") != 0)
+		return -1;
+	memcpy(field, &on, sizeof(on));
+	return 0;
+}
+
 #define GFIELD(m) offsetof(struct hak_config, m), sizeof(((struct hak_config *)0)->m)
 #define NFIELD(m) offsetof(struct hak_node_cfg, m), sizeof(((struct hak_node_cfg *)0)->m)
 #define CFIELD(m) offsetof(struct hak_cluster_cfg, m), sizeof(((struct hak_cluster_cfg *)0)->m)
@@ -178,6 +199,16 @@ static const struct conf_key volume_keys[] = {
      .doc = "the time between two tries to connect to the peer"},
     {"max-epoch-size", CONF_UINT, 0, 1, 20000, VFIELD(max_epoch_size), NULL, NULL,
      .doc = "the most writes between two barriers"},
+    {"after-split-brain", CONF_ENUM, 0, 0, 0, VFIELD(after_sb), enum_sb_policy,
+     "disconnect, discard-zero-changes, discard-least-changes, discard-younger-primary, "
+     "discard-node",
+     .doc = "whose changes a split brain drops"},
+    {"discard-node", CONF_CUSTOM, 0, 0, 0, VFIELD(sb_discard_node), NULL, "a node name",
+     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_discard_node},
+    {"split-brain-hook", CONF_PATH, 0, 0, 0, VFIELD(sb_hook), NULL, NULL,
+     .doc = "the program run on a split brain"},
+    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), enum_integrity, "none, crc32c",
+     .doc = "the checksum of replicated data"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -353,6 +384,18 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 	return 0;
 }
 
+static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base)
+{
+	struct hak_volume_cfg *vol = base;
+	if (!conf_schema_name_valid(v->text))
+		return perr(ps, v->line, v->col,
+		            "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
+		            "or '-', as in the 'node NAME {' sections.",
+		            v->text, k->key, CONF_SCHEMA_NAME_MAX);
+	return conf_schema_set_string(ps, &vol->sb_discard_node, v->text);
+}
+
 /* ---- sections ---- */
 
 static void *cluster_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
@@ -505,10 +548,30 @@ static int volume_check_ping(struct conf_parse *ps, const struct conf_block *blk
 	            to, v->name, iv);
 }
 
+/* discard-node names the victim of one policy and means nothing with another. */
+static int volume_check_sb(struct conf_parse *ps, const struct conf_block *blk,
+                           const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+	bool want = v->after_sb == SB_POLICY_DISCARD_NODE;
+	if (want == (v->sb_discard_node != NULL))
+		return 0;
+	setting_pos(blk, want ? "after-split-brain" : "discard-node", &line, &col);
+	if (want)
+		return perr(ps, line, col,
+		            "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
+		            "NAME' naming the node whose changes are dropped; add it.",
+		            v->name);
+	return perr(ps, line, col,
+	            "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
+	            "'after-split-brain discard-node' or remove discard-node.",
+	            v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
+}
+
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
 {
 	(void)ctx;
-	if (volume_check_sizes(ps, blk, base) < 0)
+	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0)
 		return -1;
 	return volume_check_ping(ps, blk, base);
 }
@@ -979,6 +1042,8 @@ void config_free(struct hak_config *cfg)
 		free(v->nbd_listen);
 		free(v->description);
 		free(v->meta_path);
+		free(v->sb_discard_node);
+		free(v->sb_hook);
 	}
 	for (size_t i = 0; i < cfg->n_nodes; i++) {
 		free(cfg->nodes[i].name);

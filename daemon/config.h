@@ -22,6 +22,7 @@
 #include "conf_group.h"
 #include "io.h"
 #include "log.h"
+#include "sbpolicy.h"
 
 #define HAK_DEFAULT_CONTROL_SOCKET "/run/hak/hakd.sock"
 #define HAK_DEFAULT_MAX_PAYLOAD    (32u << 20)
@@ -106,6 +107,12 @@ struct hak_volume_cfg {
 	double ping_timeout;        /* "ping-timeout" seconds, > ping_interval (default 2s) */
 	double connect_interval;    /* "connect-interval" seconds between tries (default 1s) */
 	unsigned max_epoch_size;    /* "max-epoch-size" writes before a barrier, 1..20000 (2048) */
+	enum sb_policy after_sb;    /* "after-split-brain" (default disconnect) */
+	char *sb_discard_node;      /* "discard-node NAME": the victim of after-split-brain
+	                             * discard-node (required with it, refused without it) */
+	char *sb_hook;              /* "split-brain-hook PATH": run on every split brain */
+	int data_integrity;         /* "data-integrity" none|crc32c (default none): checksum
+	                             * every replicated payload */
 	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
 };
 

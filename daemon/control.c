@@ -2,6 +2,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <ev.h>
 #include <libgen.h>
@@ -20,6 +21,7 @@
 struct ctl_cmd {
 	const char *name;
 	control_handler fn;
+	control_stream_fn stream;
 	void *ctx;
 };
 
@@ -88,6 +90,11 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 	for (size_t i = 0; i < ctl->n_cmds; i++) {
 		if (strcmp(ctl->cmds[i].name, cmd) != 0)
 			continue;
+		if (ctl->cmds[i].stream) {
+			out = reply_error("Command '%.64s' streams and needs the control socket.",
+			                  cmd);
+			goto done;
+		}
 		resp = ctl->cmds[i].fn(ctl->cmds[i].ctx, req, err, sizeof(err));
 		if (!resp) {
 			out = reply_error("%s", err[0] ? err : "The command failed.");
@@ -114,12 +121,14 @@ done:
 	return out;
 }
 
-static void client_free(struct ctl_client *cl)
+/* Forget the client; its fd is closed unless keep_fd (handed to a streaming command). */
+static void client_release(struct ctl_client *cl, bool keep_fd)
 {
 	struct control *ctl = cl->ctl;
 	ev_io_stop(ctl->loop, &cl->rio);
 	ev_io_stop(ctl->loop, &cl->wio);
-	close(cl->fd);
+	if (!keep_fd)
+		close(cl->fd);
 	if (cl->prev)
 		cl->prev->next = cl->next;
 	else
@@ -130,6 +139,24 @@ static void client_free(struct ctl_client *cl)
 	free(cl->in);
 	free(cl->out);
 	free(cl);
+}
+
+static void client_free(struct ctl_client *cl)
+{
+	client_release(cl, false);
+}
+
+/* The streaming command this line asks for, if any. */
+static const struct ctl_cmd *stream_cmd(const struct control *ctl, const char *line, size_t len)
+{
+	const struct ctl_cmd *found = NULL;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	for (size_t i = 0; cmd && i < ctl->n_cmds; i++)
+		if (ctl->cmds[i].stream && strcmp(ctl->cmds[i].name, cmd) == 0)
+			found = &ctl->cmds[i];
+	json_decref(req);
+	return found;
 }
 
 static int client_flush(struct ctl_client *cl)
@@ -157,7 +184,8 @@ static int client_flush(struct ctl_client *cl)
 	return 0;
 }
 
-/* Answer every complete line in the input buffer; stop at the first reply that must wait. */
+/* Answer every complete line in the input buffer; stop at the first reply that must wait. 1: the
+ * client became a stream and is gone. */
 static int client_process(struct ctl_client *cl)
 {
 	while (!cl->out) {
@@ -165,7 +193,17 @@ static int client_process(struct ctl_client *cl)
 		if (!nl)
 			return 0;
 		size_t len = (size_t)(nl - cl->in);
-		cl->out = control_handle_line(cl->ctl, cl->in, len);
+		const struct ctl_cmd *sc = stream_cmd(cl->ctl, cl->in, len);
+		if (sc) {
+			char err[256] = "";
+			if (sc->stream(sc->ctx, cl->fd, err, sizeof(err)) == 0) {
+				client_release(cl, true);
+				return 1;
+			}
+			cl->out = reply_error("%s", err[0] ? err : "The command failed.");
+		} else {
+			cl->out = control_handle_line(cl->ctl, cl->in, len);
+		}
 		memmove(cl->in, nl + 1, cl->in_len - len - 1);
 		cl->in_len -= len + 1;
 		if (!cl->out)
@@ -191,10 +229,13 @@ static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	cl->in_len += (size_t)r;
-	if (client_process(cl) < 0) {
+	int pr = client_process(cl);
+	if (pr < 0) {
 		client_free(cl);
 		return;
 	}
+	if (pr > 0)
+		return;
 	if (cl->in_len == CONTROL_MAX_LINE) {
 		log_warn("A control client sent a line longer than %u bytes; closing it.",
 		         CONTROL_MAX_LINE);
@@ -213,7 +254,9 @@ static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 	struct ctl_client *cl = w->data;
 	(void)loop;
 	(void)revents;
-	if (client_flush(cl) < 0 || client_process(cl) < 0)
+	if (client_flush(cl) < 0)
+		client_free(cl);
+	else if (client_process(cl) < 0)
 		client_free(cl);
 }
 
@@ -323,8 +366,23 @@ int control_register(struct control *ctl, const char *cmd, control_handler fn, v
 		errno = ENOSPC;
 		return -1;
 	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, ctx};
+	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, NULL, ctx};
 	return 0;
+}
+
+int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx)
+{
+	if (ctl->n_cmds == MAX_CMDS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, NULL, fn, ctx};
+	return 0;
+}
+
+struct ev_loop *control_loop(const struct control *ctl)
+{
+	return ctl->loop;
 }
 
 void control_destroy(struct control *ctl)

@@ -25,6 +25,17 @@ typedef json_t *(*control_handler)(void *ctx, json_t *req, char *err, size_t err
 /* With loop == NULL the control has no socket: requests come only through control_handle_line. */
 int control_create(struct ev_loop *loop, const char *path, struct control **out);
 int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx);
+
+/*
+ * A streaming command: the client that sends it leaves the request/answer protocol and its socket
+ * is handed to fn, which owns fd from then on (and writes its own first line) when it returns 0.
+ * On -1 the client gets {"ok":false,"error":err} and stays an ordinary client. Only over the
+ * socket: control_handle_line answers such a command with an error.
+ */
+typedef int (*control_stream_fn)(void *ctx, int fd, char *err, size_t errlen);
+int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx);
+/* The loop the control socket runs on (NULL for a detached control). */
+struct ev_loop *control_loop(const struct control *ctl);
 void control_destroy(struct control *ctl);
 
 /* Pure request handling, shared by the socket code and the fuzzer: one line in, one line out

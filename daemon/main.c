@@ -21,6 +21,8 @@
 #include "config.h"
 #include "control.h"
 #include "groupctl.h"
+#include "events.h"
+#include "testhook.h"
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
@@ -486,6 +488,7 @@ static int hakd_start(struct hakd *d)
 	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
 	    groupctl_create(d->loop, d->ctl, cfg, &d->groups) < 0)
 		return -1;
+	events_init(d->ctl);
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
 	                                        "resolve"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
@@ -497,6 +500,7 @@ static int hakd_start(struct hakd *d)
 static void hakd_stop(struct hakd *d)
 {
 	groupctl_destroy(d->groups);
+	events_shutdown();
 	control_destroy(d->ctl);
 	for (size_t i = 0; i < d->n; i++)
 		repl_shutdown(d->repls[i]);
@@ -551,6 +555,7 @@ int main(int argc, char **argv)
 		log_open_syslog("hakd");
 	log_set_level(d.cfg->log_level);
 	process_setup();
+	testhook_init();
 	if (a.pidfile && write_pidfile(a.pidfile) < 0) {
 		log_err("Cannot write pid file %s: %s.", a.pidfile, strerror(errno));
 		config_free(d.cfg);

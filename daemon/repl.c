@@ -16,11 +16,14 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
+#include "crc32c.h"
+#include "events.h"
 #include "log.h"
 #include "nbd_proto.h"
 #include "repl_int.h"
@@ -63,6 +66,13 @@ void repl_log(const struct repl *r, int level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_vol((enum log_level)level, r->name, role_names[r->role], "%s", msg);
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static uint64_t fresh_gen(void)
@@ -166,12 +176,18 @@ static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io 
 		flags |= WIRE_F_NO_HOLE;
 	struct wire_io io = {.id = id, .off = p->off, .len = p->len};
 	uint32_t plen = p->type == WIRE_DATA ? p->len : 0;
-	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + plen);
+	const uint8_t *data = p->type == WIRE_DATA ? (p->copy ? p->copy : vio->buf) : NULL;
+	uint32_t crc_len = data && r->p.vcfg->data_integrity ? WIRE_CRC_SIZE : 0;
+	if (crc_len)
+		flags |= WIRE_F_CRC;
+	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + crc_len + plen);
 	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
-	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
+	if (crc_len)
+		nbd_put32(it->hdr + WIRE_HDR_SIZE + WIRE_IO_SIZE, crc32c_update(0, data, p->len));
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE + crc_len;
 	it->sent = outq_free_item;
-	if (p->type == WIRE_DATA) {
-		it->data = p->copy ? p->copy : vio->buf;
+	if (data) {
+		it->data = data;
 		it->data_len = p->len;
 		if (p->copy) {
 			it->sent = async_copy_sent;
@@ -433,6 +449,12 @@ static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 	h->gen[2] = g.history[0];
 	h->gen[3] = g.history[1];
 	h->bits_set = bitmap_count(r->bm);
+	h->sb_policy = (uint8_t)r->p.vcfg->after_sb;
+	h->sb_victim =
+	    r->p.vcfg->sb_discard_node
+	        ? crc32c_update(0, r->p.vcfg->sb_discard_node, strlen(r->p.vcfg->sb_discard_node))
+	        : 0;
+	h->promoted_ms = r->promoted_ms;
 }
 
 static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
@@ -462,9 +484,7 @@ static bool all_streams_ready(const struct repl *r)
 	       r->hello_rcvd[1];
 }
 
-static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void refuse(struct repl *r, bool standalone, const char *fmt, ...)
+void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -503,54 +523,43 @@ static void handshake_complete(struct repl *r)
 	gen_format(&local, lg, sizeof(lg));
 	gen_format(&peer, pg, sizeof(pg));
 	if (r->role == ROLE_PRIMARY && r->peer_role == ROLE_PRIMARY) {
-		r->split_brain = true;
-		repl_write_sb(r);
-		refuse(r, true,
-		       "split brain: both nodes are primary (local %s, peer %s). Demote one "
-		       "and run 'hakctl resolve %s --discard-local' on it.",
-		       lg, pg, r->name);
+		splitbrain_handle(r, true, "both-primary", lg, pg);
 		return;
 	}
 	switch (d) {
 	case GEN_SPLIT_BRAIN:
-		r->split_brain = true;
-		repl_write_sb(r);
-		refuse(r, true,
-		       "split brain detected (rule %s; local %s, peer %s). Choose the node "
-		       "whose changes to drop and run 'hakctl resolve %s --discard-local' "
-		       "there, then 'hakctl connect %s' on the other.",
-		       gen_rule_name(rule), lg, pg, r->name, r->name);
+		splitbrain_handle(r, false, gen_rule_name(rule), lg, pg);
 		return;
 	case GEN_INCONSISTENT_SOURCE:
-		refuse(r, false,
-		       "the node that would have to be the resync source holds no "
-		       "consistent copy (rule %s; local %s, peer %s); promote the right node "
-		       "with --force to make its data the reference.",
-		       gen_rule_name(rule), lg, pg);
+		repl_refuse(r, false,
+		            "the node that would have to be the resync source holds no "
+		            "consistent copy (rule %s; local %s, peer %s); promote the right node "
+		            "with --force to make its data the reference.",
+		            gen_rule_name(rule), lg, pg);
 		return;
 	case GEN_UNRELATED:
-		refuse(r, true,
-		       "the data is unrelated (local %s, peer %s); recreate the metadata of "
-		       "one side with 'hakctl create-md'.",
-		       lg, pg);
+		repl_refuse(r, true,
+		            "the data is unrelated (local %s, peer %s); recreate the metadata of "
+		            "one side with 'hakctl create-md'.",
+		            lg, pg);
 		return;
 	case GEN_SYNC_TARGET:
 	case GEN_FULL_TARGET:
 		if (r->role == ROLE_PRIMARY) {
-			refuse(r, false,
-			       "the peer has newer data (%s by rule %s) but this node is "
-			       "primary; demote it to let the resync run.",
-			       gen_decision_name(d), gen_rule_name(rule));
+			repl_refuse(r, false,
+			            "the peer has newer data (%s by rule %s) but this node is "
+			            "primary; demote it to let the resync run.",
+			            gen_decision_name(d), gen_rule_name(rule));
 			return;
 		}
 		break;
 	case GEN_SYNC_SOURCE:
 	case GEN_FULL_SOURCE:
 		if (r->peer_role == ROLE_PRIMARY) {
-			refuse(r, false,
-			       "this node has newer data (%s by rule %s) but the peer is "
-			       "primary; demote the peer.",
-			       gen_decision_name(d), gen_rule_name(rule));
+			repl_refuse(r, false,
+			            "this node has newer data (%s by rule %s) but the peer is "
+			            "primary; demote the peer.",
+			            gen_decision_name(d), gen_rule_name(rule));
 			return;
 		}
 		break;
@@ -564,6 +573,9 @@ static void handshake_complete(struct repl *r)
 	         "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
 	         r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
 	         gen_decision_name(d), gen_rule_name(rule));
+	events_emit("connect", "volume:%s peer:%s peer-role:%s peer-disk:%s decision:%s", r->name,
+	            r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk],
+	            gen_decision_name(d));
 	if (d == GEN_NO_SYNC) {
 		r->link = LINK_CONNECTED;
 		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
@@ -642,10 +654,10 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 				if (r->pending_accept[i] == s)
 					r->pending_accept[i] = NULL;
 			tstream_close(s);
-			refuse(r, false, "%s.", why);
+			repl_refuse(r, false, "%s.", why);
 			return;
 		}
-		refuse(r, false, "%s.", why);
+		repl_refuse(r, false, "%s.", why);
 		return;
 	}
 	int idx = hello.stream - 1;
@@ -663,8 +675,8 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 			r->meta_s = s;
 		send_hello(r, s, hello.stream);
 	} else if ((s == r->data) != (idx == 0)) {
-		refuse(r, false, "the peer sent a %s HELLO on the %s stream.",
-		       idx == 0 ? "data" : "meta", s == r->data ? "data" : "meta");
+		repl_refuse(r, false, "the peer sent a %s HELLO on the %s stream.",
+		            idx == 0 ? "data" : "meta", s == r->data ? "data" : "meta");
 		return;
 	}
 	r->hello_rcvd[idx] = true;
@@ -771,13 +783,8 @@ static bool verdict_on_close(struct repl *r)
 	char lg[128], pg[128];
 	gen_format(&local, lg, sizeof(lg));
 	gen_format(&peer, pg, sizeof(pg));
-	r->split_brain = true;
-	repl_write_sb(r);
-	refuse(r, true,
-	       "split brain detected (rule %s; local %s, peer %s). Choose the node whose "
-	       "changes to drop and run 'hakctl resolve %s --discard-local' there, then "
-	       "'hakctl connect %s' on the other.",
-	       both_primary ? "both-primary" : gen_rule_name(rule), lg, pg, r->name, r->name);
+	splitbrain_handle(r, both_primary, both_primary ? "both-primary" : gen_rule_name(rule), lg,
+	                  pg);
 	return true;
 }
 
@@ -829,6 +836,12 @@ void repl_drop_connection(struct repl *r, const char *why)
 		         was ? "" : " during the handshake", why);
 	else if (why)
 		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s failed: %s.", r->p.peer->name, why);
+	if (was) {
+		char reason[160];
+		events_token(reason, sizeof(reason), why ? why : "shutdown");
+		events_emit("disconnect", "volume:%s peer:%s reason:%s", r->name, r->p.peer->name,
+		            reason);
+	}
 	for (int k = 0; k < 2; k++) {
 		if (r->early[k].s) {
 			buf_put(r->early[k].payload, r->early[k].h.len);
@@ -1006,6 +1019,9 @@ void repl_send_state(struct repl *r)
 
 static void set_role(struct repl *r, enum repl_role role)
 {
+	if (r->role != role)
+		events_emit("role", "volume:%s node:%s role:%s", r->name, r->p.self->name,
+		            role_names[role]);
 	r->role = role;
 	if (r->p.role_changed)
 		r->p.role_changed(r->p.ctx, role);
@@ -1052,6 +1068,7 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 		         disk_names[r->disk]);
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;
+	r->promoted_ms = wall_ms();
 	set_role(r, ROLE_PRIMARY);
 	if (repl_write_sb(r) < 0) {
 		set_role(r, ROLE_SECONDARY);
@@ -1123,6 +1140,21 @@ int repl_disconnect(struct repl *r, char *err, size_t errlen)
 	return 0;
 }
 
+void repl_discard_local(struct repl *r)
+{
+	struct gen_ids g = repl_gen_local(r);
+	gen_discard_local(&g);
+	gen_store(r, &g);
+	r->crashed_primary = false;
+	r->split_brain = false;
+	r->disk = DISK_OUTDATED;
+	repl_write_sb(r);
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Local changes will be discarded: this node becomes the target "
+	         "of a full resync from %s.",
+	         r->p.peer->name);
+}
+
 int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 {
 	if (r->role == ROLE_PRIMARY) {
@@ -1137,17 +1169,11 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 		         r->name);
 		return -1;
 	}
-	struct gen_ids g = repl_gen_local(r);
-	gen_discard_local(&g);
-	gen_store(r, &g);
-	r->crashed_primary = false;
-	r->split_brain = false;
-	r->disk = DISK_OUTDATED;
-	repl_write_sb(r);
-	repl_log(r, LOG_LVL_NOTICE,
-	         "Local changes will be discarded: this node becomes the target "
-	         "of a full resync from %s.",
-	         r->p.peer->name);
+	bool was_split = r->split_brain;
+	repl_discard_local(r);
+	if (was_split)
+		events_emit("split-brain-resolved", "volume:%s peer:%s by:operator discarded:%s",
+		            r->name, r->p.peer->name, r->p.self->name);
 	return repl_connect(r, err, errlen);
 }
 
@@ -1165,6 +1191,15 @@ json_t *repl_status_json(const struct repl *r)
 	    r->last_refusal[0] ? r->last_refusal : NULL, "crashed_primary", r->crashed_primary,
 	    "bytes_resynced", (json_int_t)r->bytes_resynced_total, "resyncs_completed",
 	    (json_int_t)r->resyncs_completed);
+	if (o) {
+		json_object_set_new(o, "after_split_brain",
+		                    json_string(sbpolicy_name(r->p.vcfg->after_sb)));
+		json_object_set_new(o, "split_brains_resolved", json_integer(r->sb_resolved));
+		json_object_set_new(o, "data_integrity",
+		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
+		json_object_set_new(o, "integrity_errors",
+		                    json_integer((json_int_t)r->integrity_errors));
+	}
 	json_t *rs = resync_status_json(r);
 	if (o && rs)
 		json_object_set_new(o, "resync", rs);
@@ -1297,6 +1332,7 @@ void repl_shutdown(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->conn_timer);
 	ev_timer_stop(r->p.loop, &r->ping_timer);
 	ev_timer_stop(r->p.loop, &r->flush_timer);
+	splitbrain_shutdown(r);
 	if (r->lfd >= 0) {
 		ev_io_stop(r->p.loop, &r->lio);
 		close(r->lfd);

@@ -43,8 +43,9 @@ struct apply {
 	uint64_t id;
 	uint64_t off;
 	uint32_t len;
-	uint8_t *frame; /* the received payload (owned), data at frame + WIRE_IO_SIZE */
+	uint8_t *frame; /* the received payload (owned), data at frame + data_off */
 	uint32_t frame_len;
+	uint32_t data_off;
 	uint64_t epoch;
 	bool resync;
 	bool active;
@@ -153,6 +154,12 @@ struct repl {
 	double rs_rate_t;
 	uint64_t bytes_resynced_total;
 	uint64_t resyncs_completed;
+
+	/* Guards. */
+	uint64_t promoted_ms;      /* wall clock of the last promotion (not persisted) */
+	struct sb_hook *sb_hooks;  /* split-brain hooks still running */
+	unsigned sb_resolved;      /* split brains a policy resolved */
+	uint64_t integrity_errors; /* payloads whose checksum did not match */
 };
 
 /* repl.c */
@@ -163,6 +170,16 @@ void repl_drop_connection(struct repl *r, const char *why);
 void repl_deferred_pump(struct repl *r);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
+void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* This node's changes are dropped: the next connection makes it a full resync target. */
+void repl_discard_local(struct repl *r);
+
+/* splitbrain.c: split brain detected at the handshake; applies the policy (refuses, or discards
+ * one side and reconnects). rule: how it was detected, lg/pg: the generation IDs for messages. */
+void splitbrain_handle(struct repl *r, bool both_primary, const char *rule, const char *lg,
+                       const char *pg);
+void splitbrain_shutdown(struct repl *r);
 
 /* apply.c: the secondary side */
 void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);

@@ -21,7 +21,10 @@
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
+#include "crc32c.h"
+#include "events.h"
 #include "log.h"
+#include "nbd_proto.h"
 #include "repl_int.h"
 #include "volume.h"
 
@@ -112,6 +115,9 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 static void bitmaps_merged(struct repl *r)
 {
 	r->rs_total = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
+	events_emit("resync-start", "volume:%s peer:%s direction:%s full:%s bytes:%llu", r->name,
+	            r->p.peer->name, is_source(r) ? "source" : "target",
+	            r->resync_full ? "yes" : "no", (unsigned long long)r->rs_total);
 	if (!is_source(r)) {
 		if (meta_flush_bitmap(r->meta, r->bm) < 0 || repl_write_sb(r) < 0) {
 			repl_drop_connection(r, "persisting the resync bitmap failed");
@@ -145,6 +151,8 @@ static void resync_finish_source(struct repl *r)
 	    "Resync finished as source: %llu bytes sent (%llu as holes) in %.1f s (%.1f MiB/s).",
 	    (unsigned long long)r->rs_done_bytes, (unsigned long long)r->rs_hole_bytes, dt,
 	    dt > 0 ? (double)r->rs_done_bytes / dt / 1048576.0 : 0.0);
+	events_emit("resync-end", "volume:%s peer:%s direction:source bytes:%llu seconds:%.3f",
+	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
 
 static void resync_finish_target(struct repl *r)
@@ -181,6 +189,8 @@ static void resync_finish_target(struct repl *r)
 	         "Resync finished as target: %llu bytes received in %.1f s; the "
 	         "disk is UpToDate.",
 	         (unsigned long long)r->rs_done_bytes, dt);
+	events_emit("resync-end", "volume:%s peer:%s direction:target bytes:%llu seconds:%.3f",
+	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
 
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
@@ -275,9 +285,16 @@ static void rs_send(struct repl *r, struct rs_op *op)
 	if (!op->hole && op->buf && all_zero(op->buf, op->len))
 		op->hole = true;
 	uint16_t flags = op->hole ? WIRE_F_HOLE : 0;
-	wire_hdr_encode(it->hdr, WIRE_RS_DATA, flags, WIRE_IO_SIZE + (op->hole ? 0 : op->len));
+	uint32_t crc_len = !op->hole && r->p.vcfg->data_integrity ? WIRE_CRC_SIZE : 0;
+	if (crc_len)
+		flags |= WIRE_F_CRC;
+	wire_hdr_encode(it->hdr, WIRE_RS_DATA, flags,
+	                WIRE_IO_SIZE + crc_len + (op->hole ? 0 : op->len));
 	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
-	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE;
+	if (crc_len)
+		nbd_put32(it->hdr + WIRE_HDR_SIZE + WIRE_IO_SIZE,
+		          crc32c_update(0, op->buf, op->len));
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE + crc_len;
 	if (!op->hole) {
 		it->data = op->buf;
 		it->data_len = op->len;
@@ -458,11 +475,20 @@ void resync_stop(struct repl *r)
 		/* Its frame was dropped or is in the kernel: the item is no longer referenced. */
 		rs_free(op);
 	}
-	if (r->resync_running || r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET)
+	if (r->resync_running || r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET) {
 		repl_log(r, LOG_LVL_WARN,
 		         "The resync was interrupted with %llu blocks left; it "
 		         "resumes on the next connection.",
 		         (unsigned long long)bitmap_count(r->bm));
+		/* Paired with resync-start, which comes once both bitmaps are in. */
+		if (r->bm_done_rcvd)
+			events_emit(
+			    "resync-interrupt",
+			    "volume:%s peer:%s direction:%s bytes:%llu left-bytes:%llu", r->name,
+			    r->p.peer->name, r->link == LINK_SYNC_SOURCE ? "source" : "target",
+			    (unsigned long long)r->rs_done_bytes,
+			    (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
+	}
 	r->resync_running = false;
 	r->rs_finishing = false;
 	r->rs_inflight = 0;

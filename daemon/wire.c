@@ -13,7 +13,8 @@ static const struct {
 	uint16_t flags;
 } types[WIRE_TYPE_MAX + 1] = {
     [WIRE_HELLO] = {"HELLO", WIRE_HELLO_SIZE, WIRE_HELLO_SIZE, 0},
-    [WIRE_DATA] = {"DATA", WIRE_IO_SIZE + 1, WIRE_MAX_PAYLOAD, WIRE_F_FUA | WIRE_F_RECV_ACK},
+    [WIRE_DATA] = {"DATA", WIRE_IO_SIZE + 1, WIRE_MAX_PAYLOAD,
+                   WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_CRC},
     [WIRE_TRIM] = {"TRIM", WIRE_IO_SIZE, WIRE_IO_SIZE, WIRE_F_FUA | WIRE_F_RECV_ACK},
     [WIRE_ZERO] = {"ZERO", WIRE_IO_SIZE, WIRE_IO_SIZE,
                    WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE},
@@ -25,7 +26,7 @@ static const struct {
     [WIRE_PONG] = {"PONG", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
     [WIRE_BITMAP] = {"BITMAP", 16, 8 + 8 * WIRE_BITMAP_WORDS, 0},
     [WIRE_BITMAP_DONE] = {"BITMAP_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
-    [WIRE_RS_DATA] = {"RS_DATA", WIRE_IO_SIZE, WIRE_MAX_PAYLOAD, WIRE_F_HOLE},
+    [WIRE_RS_DATA] = {"RS_DATA", WIRE_IO_SIZE, WIRE_MAX_PAYLOAD, WIRE_F_HOLE | WIRE_F_CRC},
     [WIRE_RS_ACK] = {"RS_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0},
     [WIRE_RS_REQUEST] = {"RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
     [WIRE_STATE] = {"STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0},
@@ -107,6 +108,11 @@ void wire_hello_encode(uint8_t out[WIRE_HELLO_SIZE], const struct wire_hello *h)
 	for (int i = 0; i < 4; i++, p += 8)
 		nbd_put64(p, h->gen[i]);
 	nbd_put64(p, h->bits_set);
+	p += 8;
+	p[0] = h->sb_policy;
+	p[1] = p[2] = p[3] = 0;
+	nbd_put32(p + 4, h->sb_victim);
+	nbd_put64(p + 8, h->promoted_ms);
 }
 
 /* A name on the wire: printable, NUL-padded, not empty. */
@@ -173,6 +179,17 @@ int wire_hello_decode(const uint8_t *in, size_t len, struct wire_hello *h, char 
 	for (int i = 0; i < 4; i++, p += 8)
 		h->gen[i] = nbd_be64(p);
 	h->bits_set = nbd_be64(p);
+	p += 8;
+	h->sb_policy = p[0];
+	h->sb_victim = nbd_be32(p + 4);
+	h->promoted_ms = nbd_be64(p + 8);
+	if (h->sb_policy > WIRE_SB_POLICY_MAX || p[1] || p[2] || p[3]) {
+		snprintf(err, errlen,
+		         "HELLO carries after-split-brain policy %u (at most %u) or non-zero "
+		         "reserved bytes",
+		         h->sb_policy, WIRE_SB_POLICY_MAX);
+		return -1;
+	}
 	if (h->block_size < 4096 || h->block_size > (1u << 20) ||
 	    (h->block_size & (h->block_size - 1))) {
 		snprintf(err, errlen, "HELLO bitmap block size %u is not a power of two in 4K..1M",
@@ -197,7 +214,12 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 	io->len = nbd_be32(in + 16);
 	bool payload =
 	    h->type == WIRE_DATA || (h->type == WIRE_RS_DATA && !(h->flags & WIRE_F_HOLE));
-	uint64_t want = WIRE_IO_SIZE + (payload ? (uint64_t)io->len : 0);
+	if ((h->flags & WIRE_F_CRC) && !payload) {
+		snprintf(err, errlen, "%s frame without data carries a checksum flag",
+		         wire_type_name(h->type));
+		return -1;
+	}
+	uint64_t want = wire_io_data_off(h) + (payload ? (uint64_t)io->len : 0);
 	if (h->len != want) {
 		snprintf(err, errlen, "%s frame of %u bytes for a %u-byte range (expected %llu)",
 		         wire_type_name(h->type), h->len, io->len, (unsigned long long)want);
@@ -215,6 +237,11 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 		return -1;
 	}
 	return 0;
+}
+
+uint32_t wire_io_data_off(const struct wire_hdr *h)
+{
+	return WIRE_IO_SIZE + ((h->flags & WIRE_F_CRC) ? WIRE_CRC_SIZE : 0);
 }
 
 void wire_put_id(uint8_t *out, uint64_t id)

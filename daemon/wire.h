@@ -33,6 +33,9 @@ struct wire_hello {
 	uint32_t gen_flags;
 	uint64_t gen[4]; /* current, bitmap, history[0], history[1] */
 	uint64_t bits_set;
+	uint8_t sb_policy;
+	uint32_t sb_victim; /* crc32c of the discard-node name, 0: none */
+	uint64_t promoted_ms;
 };
 
 struct wire_io {
@@ -57,6 +60,9 @@ void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io);
  */
 int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, uint32_t align,
                    struct wire_io *io, char *err, size_t errlen);
+
+/* Where the data starts in a DATA / RS_DATA payload: after the fixed part and the checksum. */
+uint32_t wire_io_data_off(const struct wire_hdr *h);
 
 void wire_put_id(uint8_t *out, uint64_t id);
 uint64_t wire_get_id(const uint8_t *in);

@@ -51,7 +51,10 @@ enum wire_type {
 #define WIRE_F_RECV_ACK (1u << 1) /* reply RECV_ACK on receipt */
 #define WIRE_F_NO_HOLE  (1u << 2) /* ZERO: keep allocated */
 #define WIRE_F_HOLE     (1u << 3) /* RS_DATA: the range is a hole at the source, no payload */
-#define WIRE_F_KNOWN    (WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE | WIRE_F_HOLE)
+/* DATA, RS_DATA with payload: a u32 crc32c of the payload follows the fixed part (data-integrity)
+ */
+#define WIRE_F_CRC   (1u << 4)
+#define WIRE_F_KNOWN (WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE | WIRE_F_HOLE | WIRE_F_CRC)
 
 /* Roles and disk states as they travel. */
 enum wire_role { WIRE_ROLE_SECONDARY = 0, WIRE_ROLE_PRIMARY = 1 };
@@ -63,11 +66,18 @@ enum wire_disk {
 	WIRE_DISK_FAILED = 4,
 };
 
-/* HELLO payload, fixed size. */
+/*
+ * HELLO payload, fixed size. After bits_set: u8 after-split-brain policy (0..WIRE_SB_POLICY_MAX),
+ * u8[3] zero, u32 crc32c of the discard-node name (0: none), u64 wall-clock ms of the sender's last
+ * promotion (0: unknown). Both nodes must agree on the policy to apply it.
+ */
+#define WIRE_SB_POLICY_MAX 4u
 #define WIRE_HELLO_SIZE                                                                            \
-	(4 + 1 + 1 + 1 + 1 + WIRE_NAME_MAX + WIRE_NAME_MAX + 16 + 8 + 4 + 4 + 8 * 4 + 8)
+	(4 + 1 + 1 + 1 + 1 + WIRE_NAME_MAX + WIRE_NAME_MAX + 16 + 8 + 4 + 4 + 8 * 4 + 8 + 4 + 4 + 8)
 /* Fixed part of DATA / TRIM / ZERO / RS_DATA: u64 id, u64 offset, u32 length. */
 #define WIRE_IO_SIZE 20u
+/* With WIRE_F_CRC, a u32 crc32c of the data sits between the fixed part and the data. */
+#define WIRE_CRC_SIZE 4u
 /* BARRIER / BARRIER_ACK / RECV_ACK / PING / PONG / RS_DONE: u64 id. WRITE_ACK, RS_ACK: u64 id, u32
  * status. */
 #define WIRE_ID_SIZE  8u

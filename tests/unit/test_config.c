@@ -260,6 +260,10 @@ static const char repl_text[] =
     "\tping-timeout 1.5s\n"
     "\tconnect-interval 60s\n"
     "\tmax-epoch-size 20000\n"
+    "\tafter-split-brain discard-node\n"
+    "\tdiscard-node alpha\n"
+    "\tsplit-brain-hook /usr/lib/hak/sb-hook\n"
+    "\tdata-integrity crc32c\n"
     "}\n"
     "volume w { backing /c; nbd-socket /t; mode memsync; meta-disk /dev/vg/m;"
     " replication-port-offset 0; ping-interval 0.25s; ping-timeout 251ms;"
@@ -308,8 +312,16 @@ START_TEST(test_repl_volumes)
 	ck_assert_double_eq(v->ping_timeout, 1.5);
 	ck_assert_double_eq(v->connect_interval, 60.0);
 	ck_assert_uint_eq(v->max_epoch_size, 20000);
+	ck_assert_int_eq(v->after_sb, SB_POLICY_DISCARD_NODE);
+	ck_assert_str_eq(v->sb_discard_node, "alpha");
+	ck_assert_str_eq(v->sb_hook, "/usr/lib/hak/sb-hook");
+	ck_assert_int_eq(v->data_integrity, 1);
 
 	ck_assert_int_eq(w->mode, HAK_MODE_MEMSYNC);
+	ck_assert_int_eq(w->after_sb, SB_POLICY_DISCONNECT);
+	ck_assert_ptr_null(w->sb_discard_node);
+	ck_assert_ptr_null(w->sb_hook);
+	ck_assert_int_eq(w->data_integrity, 0);
 	ck_assert(!w->meta_internal);
 	ck_assert_str_eq(w->meta_path, "/dev/vg/m");
 	ck_assert_uint_eq(w->bitmap_block_size, 4096);
@@ -500,9 +512,9 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription\n}\n", 4, 2, "needs a value: a text, in double quotes if it has spaces"},
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
-     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, "
-     "replication-port-offset, "
-     "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size."},
+     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
+     "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, "
+     "after-split-brain, discard-node, split-brain-hook, data-integrity."},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
@@ -670,6 +682,16 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tasync-buffer 4097M\n}\n", 4, 15, "out of range; use 1M to 4G."},
     {VOL "\tmax-epoch-size 0\n}\n", 4, 17, "max-epoch-size 0 is out of range; use 1 to 20000."},
     {VOL "\tmax-epoch-size 20001\n}\n", 4, 17, "use 1 to 20000."},
+    {VOL "\tafter-split-brain discard-all\n}\n", 4, 20,
+     "disconnect, discard-zero-changes, discard-least-changes, discard-younger-primary, "
+     "discard-node"},
+    {VOL "\tafter-split-brain discard-node\n}\n", 4, 20,
+     "has 'after-split-brain discard-node' but no 'discard-node NAME'"},
+    {VOL "\tdiscard-node beta\n}\n", 4, 15,
+     "has 'discard-node beta' but after-split-brain is disconnect"},
+    {VOL "\tdiscard-node a/b\n}\n", 4, 15, "Bad node name 'a/b' for discard-node"},
+    {VOL "\tsplit-brain-hook hook.sh\n}\n", 4, 19, "split-brain-hook"},
+    {VOL "\tdata-integrity md5\n}\n", 4, 17, "none, crc32c"},
     /* durations */
     {VOL "\tping-interval 5\n}\n", 4, 16,
      "Bad duration '5' for ping-interval; write a number and a unit, ms or s, like 200ms "

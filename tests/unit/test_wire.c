@@ -51,7 +51,10 @@ static struct wire_hello good_hello(void)
 	                       .block_size = 4096,
 	                       .gen_flags = 3,
 	                       .gen = {1, 2, 3, 4},
-	                       .bits_set = 5};
+	                       .bits_set = 5,
+	                       .sb_policy = 4,
+	                       .sb_victim = 0xdeadbeef,
+	                       .promoted_ms = 1700000000123ull};
 	strcpy(h.node, "alpha");
 	strcpy(h.volume, "db");
 	memset(h.uuid, 0xab, 16);
@@ -68,6 +71,19 @@ START_TEST(hello_round_trip)
 	ck_assert_str_eq(out.volume, "db");
 	ck_assert_int_eq(memcmp(out.uuid, in.uuid, 16), 0);
 	ck_assert(out.size == in.size && out.gen[3] == 4 && out.bits_set == 5 && out.mode == 2);
+	ck_assert(out.sb_policy == 4 && out.sb_victim == 0xdeadbeef &&
+	          out.promoted_ms == 1700000000123ull);
+
+	in.sb_policy = 5;
+	wire_hello_encode(b, &in);
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "policy 5"));
+	in = good_hello();
+	wire_hello_encode(b, &in);
+	b[WIRE_HELLO_SIZE - 14] = 1; /* a reserved byte after the policy */
+	ck_assert_int_eq(wire_hello_decode(b, sizeof(b), &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "reserved"));
+	in = good_hello();
 
 	in.version = 99;
 	wire_hello_encode(b, &in);
@@ -125,6 +141,42 @@ START_TEST(io_ranges)
 	io.len = 65536;
 	wire_io_encode(b, &io);
 	ck_assert_int_eq(wire_io_decode(&hh, b, size, 512, &out, err, sizeof(err)), 0);
+	ck_assert_uint_eq(wire_io_data_off(&hh), WIRE_IO_SIZE);
+}
+END_TEST
+
+/* data-integrity: a checksum between the fixed part and the data, only where there is data. */
+START_TEST(crc_frames)
+{
+	uint8_t b[WIRE_IO_SIZE], hb[WIRE_HDR_SIZE];
+	struct wire_io io = {.id = 1, .off = 4096, .len = 4096}, out;
+	struct wire_hdr h;
+	const uint64_t size = 1 << 20;
+	wire_io_encode(b, &io);
+	static const struct {
+		uint16_t type, flags;
+		uint32_t len;
+		int hdr_ok, io_ok;
+	} rows[] = {
+	    {WIRE_DATA, WIRE_F_CRC, WIRE_IO_SIZE + WIRE_CRC_SIZE + 4096, 0, 0},
+	    {WIRE_DATA, WIRE_F_CRC, WIRE_IO_SIZE + 4096, 0, -1}, /* checksum missing */
+	    {WIRE_DATA, 0, WIRE_IO_SIZE + WIRE_CRC_SIZE + 4096, 0, -1},
+	    {WIRE_RS_DATA, WIRE_F_CRC, WIRE_IO_SIZE + WIRE_CRC_SIZE + 4096, 0, 0},
+	    {WIRE_RS_DATA, WIRE_F_CRC | WIRE_F_HOLE, WIRE_IO_SIZE + WIRE_CRC_SIZE, 0, -1},
+	    {WIRE_TRIM, WIRE_F_CRC, WIRE_IO_SIZE, -1, -1},
+	    {WIRE_ZERO, WIRE_F_CRC, WIRE_IO_SIZE, -1, -1},
+	};
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		wire_hdr_encode(hb, rows[i].type, rows[i].flags, rows[i].len);
+		int rc = wire_hdr_decode(hb, &h, err, sizeof(err));
+		ck_assert_msg(rc == rows[i].hdr_ok, "row %zu: header %d: %s", i, rc, err);
+		if (rc < 0)
+			continue;
+		rc = wire_io_decode(&h, b, size, 512, &out, err, sizeof(err));
+		ck_assert_msg(rc == rows[i].io_ok, "row %zu: io %d: %s", i, rc, err);
+		if (rc == 0)
+			ck_assert_uint_eq(wire_io_data_off(&h), WIRE_IO_SIZE + WIRE_CRC_SIZE);
+	}
 }
 END_TEST
 
@@ -135,6 +187,7 @@ int main(void)
 	tcase_add_test(t, header_checks);
 	tcase_add_test(t, hello_round_trip);
 	tcase_add_test(t, io_ranges);
+	tcase_add_test(t, crc_frames);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

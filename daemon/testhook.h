@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fault injection for the test builds only. Compiled in when the build has AddressSanitizer (the
+ * build the tests run, `make SAN=1`) or -DHAK_TEST_HOOKS; in any other build the functions are
+ * constants and the environment is never read, so a production hakd cannot be made to corrupt
+ * data by a stray variable.
+ *
+ *   HAK_TEST_CORRUPT_EVERY=N   flip one byte of every Nth checksummed payload received, after
+ *                              the sender computed its checksum and before the receiver checks it
+ *                              (what a bad NIC or a broken offload would do).
+ */
+#ifndef HAK_TESTHOOK_H
+#define HAK_TESTHOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(HAK_TEST_HOOKS)
+#define HAK_TESTHOOKS_BUILT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HAK_TESTHOOKS_BUILT 1
+#endif
+#endif
+
+#ifdef HAK_TESTHOOKS_BUILT
+/* Reads the environment once; logs when a hook is armed. */
+void testhook_init(void);
+/* Corrupts data (len > 0) when its turn has come; true if it did. */
+bool testhook_corrupt(uint8_t *data, size_t len);
+#else
+static inline void testhook_init(void)
+{
+}
+static inline bool testhook_corrupt(uint8_t *data, size_t len)
+{
+	(void)data;
+	(void)len;
+	return false;
+}
+#endif
+
+#endif
