@@ -15,6 +15,7 @@
 #include "config.h"
 #include "log.h"
 #include "repl_int.h"
+#include "verify.h"
 #include "volume.h"
 
 static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
@@ -93,7 +94,10 @@ static void apply_done(struct io_req *req)
 		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
 		         wire_type_name(a->type), a->len, (unsigned long long)a->off,
 		         strerror(err));
-	if (a->resync) {
+	if (a->conn != r->conn_seq) {
+		/* Received on a connection that is gone: its ids mean nothing on the new one (the
+		 * peer would take the ack for one of its new requests). */
+	} else if (a->resync) {
 		if (!err)
 			bitmap_clear_range(r->bm, a->off, a->len);
 		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
@@ -117,6 +121,7 @@ static void apply_done(struct io_req *req)
 		pp = &w->next;
 	}
 	barriers_progress(r);
+	verify_pump(r);
 }
 
 static void apply_start(struct repl *r, struct apply *a)
@@ -168,6 +173,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 		repl_drop_connection(r, why);
 		return;
 	}
+	verify_note_write(r, io.off, io.len);
 	struct apply *a = calloc(1, sizeof(*a));
 	if (!a) {
 		buf_put(payload, h->len);
@@ -184,6 +190,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	a->frame_len = h->len;
 	a->epoch = r->epoch;
 	a->resync = h->type == WIRE_RS_DATA;
+	a->conn = r->conn_seq;
 	r->apply_count++;
 	r->apply_bytes += h->len;
 	if (h->flags & WIRE_F_RECV_ACK)

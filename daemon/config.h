@@ -41,6 +41,16 @@ enum hak_repl_mode {
 	HAK_MODE_ASYNC,   /* after the local write */
 };
 
+/*
+ * Checksum-based resync (DRBD's csums-alg / csums-after-crash-only): the target hashes each dirty
+ * run and the source sends only the blocks whose hashes differ.
+ */
+enum hak_csums {
+	HAK_CSUMS_NO,
+	HAK_CSUMS_YES,         /* every resync */
+	HAK_CSUMS_AFTER_CRASH, /* only the full resync owed to a primary that crashed */
+};
+
 /* One server of the replication pair. */
 struct hak_node_cfg {
 	char *name;     /* the block's NAME */
@@ -77,6 +87,9 @@ struct hak_volume_cfg {
 	double ping_timeout;        /* "ping-timeout" seconds, > ping_interval (default 2s) */
 	double connect_interval;    /* "connect-interval" seconds between tries (default 1s) */
 	unsigned max_epoch_size;    /* "max-epoch-size" writes before a barrier, 1..20000 (2048) */
+	unsigned verify_alg;        /* "verify-alg" crc32c|sha256 (enum hash_alg, default crc32c):
+	                             * the block hash of online verify and checksum resync */
+	enum hak_csums csums;       /* "csums" no|yes|after-crash (default no) */
 	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
 };
 
