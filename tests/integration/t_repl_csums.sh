@@ -10,12 +10,15 @@
 #      thousands of one-block runs) from before the reconnection until
 #      after the checksum resync: writes go on, and the copies still converge (verify finds 0
 #      differing blocks, sha256 of both backing files equal).
+#   C. A crash in the middle of a checksum resync: 32 MiB of new data on alpha while apart, the
+#      link throttled (tc tbf) so the resync takes seconds; beta (SyncTarget) is killed with
+#      SIGKILL a part of the way in, restarts, and the resync resumes to identical copies.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
 . "$(dirname "$0")/pair.sh"
 require_hakd
-require_cmd nbdcopy qemu-io fio sha256sum jq cmp
+require_cmd nbdcopy qemu-io fio sha256sum jq cmp tc
 
 MiB=$((1024 * 1024))
 DIRTY=$((64 * MiB))
@@ -84,9 +87,42 @@ assert_eq "$(jq -r .csums <<<"$lr")" true "resync B compared checksums"
 out=$(hk alpha verify db 2>&1) || fail "verify on alpha: $out"
 wait_for "[[ \$(repl alpha verify.running) == false ]]" 60 || fail "verify did not finish"
 assert_eq "$(repl alpha verify.differing_blocks)" 0 "differing blocks after resync B"
+
+# ---- C: the target dies during a checksum resync ------------------------------------------
+out=$(hk alpha disconnect db 2>&1) || fail "disconnect on alpha: $out"
+wait_repl alpha link StandAlone 10
+head -c $((32 * MiB)) /dev/urandom >"$WORK/rand2"
+nbdcopy --flush "$WORK/rand2" "$(node_uri alpha)" || fail "nbdcopy of rand2 into alpha failed"
+ip -n "$NS_alpha" link set "ha1-$PAIR_SID" txqueuelen 1000
+tc -n "$NS_alpha" qdisc replace dev "ha1-$PAIR_SID" root tbf rate 40mbit burst 64kb latency 50ms
+defer "tc -n $NS_alpha qdisc del dev ha1-$PAIR_SID root 2>/dev/null || true"
+out=$(hk alpha connect db 2>&1) || fail "connect on alpha: $out"
+seen=0
+for ((i = 0; i < 300; i++)); do
+	st=$(hk beta status --json | jq -c '.volumes[0].replication')
+	if [[ $(jq -r .link <<<"$st") == SyncTarget ]]; then
+		seen=1
+		d=$(jq -r '.resync.done_bytes // 0' <<<"$st")
+		((d >= 8 * MiB)) && break
+	elif ((seen)); then
+		fail "the checksum resync ended before beta could be killed in it (beta: $st)"
+	fi
+	sleep 0.1
+done
+((i < 300)) || fail "beta did not get 8 MiB into the checksum resync in 30 s: $st"
+log "C: killing beta after $d bytes of the checksum resync"
+node_kill9 beta
+tc -n "$NS_alpha" qdisc del dev "ha1-$PAIR_SID" root 2>/dev/null || true
+wait_repl alpha link Connecting 10
+node_start beta
+wait_synced 60
+lr=$(hk alpha status --json | jq -c '.volumes[0].replication.last_resync')
+log "C: the resumed resync: $lr"
+assert_eq "$(jq -r .csums <<<"$lr")" true "the resumed resync compared checksums"
 node_stop alpha
 node_stop beta
 a=$(sha256sum <"$(backing alpha)")
 b=$(sha256sum <"$(backing beta)")
 assert_eq "$b" "$a" "sha256 of beta's backing file vs alpha's at the end"
+cmp -s -n $((32 * MiB)) "$(backing beta)" "$WORK/rand2" || fail "beta does not hold rand2"
 log "PASS: the checksum resync sent $sent of $marked marked bytes; copies identical"
