@@ -48,6 +48,8 @@ static void usage(FILE *f)
 	    "  secondary VOL              demote (refused while NBD clients are connected)\n"
 	    "  connect VOL | disconnect VOL\n"
 	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
+	    "  verify VOL                 compare both copies block by block (progress in status)\n"
+	    "  resync VOL                 resync the blocks marked out of sync (e.g. by verify)\n"
 	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
 	    "  dump-md VOL                print the metadata (offline)\n"
 	    "  group start|stop|clear NAME  start or stop a service group; clear a blocked one\n"
@@ -149,6 +151,28 @@ static json_int_t geti(json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
+static void print_verify(json_t *vf)
+{
+	if (!vf)
+		return;
+	double eta = json_real_value(json_object_get(vf, "eta_s"));
+	printf("  verify (%s, %s): %.1f%% of %lld bytes, %.1f MiB/s, ETA %s%.0f s; %lld differing "
+	       "blocks, %lld skipped while written\n",
+	       json_is_true(json_object_get(vf, "running"))
+	           ? "running"
+	           : (json_is_true(json_object_get(vf, "interrupted")) ? "interrupted" : "done"),
+	       json_string_value(json_object_get(vf, "alg")),
+	       json_real_value(json_object_get(vf, "percent")), (long long)geti(vf, "total_bytes"),
+	       json_real_value(json_object_get(vf, "rate_mbps")), eta < 0 ? "unknown " : "",
+	       eta < 0 ? 0.0 : eta, (long long)geti(vf, "differing_blocks"),
+	       (long long)geti(vf, "skipped_blocks"));
+	size_t i;
+	json_t *rg;
+	json_array_foreach(json_object_get(vf, "first_ranges"), i, rg)
+	    printf("    differs: offset %lld, %lld bytes\n", (long long)geti(rg, "offset"),
+	           (long long)geti(rg, "length"));
+}
+
 static void print_volume(json_t *v)
 {
 	char sz[32];
@@ -202,6 +226,7 @@ static void print_volume(json_t *v)
 		       json_real_value(json_object_get(rs, "rate_mbps")), eta < 0 ? "unknown " : "",
 		       eta < 0 ? 0.0 : eta);
 	}
+	print_verify(json_object_get(r, "verify"));
 	if (json_is_true(json_object_get(r, "split_brain")))
 		printf(
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
@@ -317,7 +342,8 @@ static int cmd_role(const struct cli *c, int argc, char **argv)
 	json_decref(req);
 	if (!resp)
 		return rc;
-	printf("%s: %s done; role %s\n", vol, argv[0],
+	bool started = strcmp(argv[0], "verify") == 0 || strcmp(argv[0], "resync") == 0;
+	printf("%s: %s %s; role %s\n", vol, argv[0], started ? "started" : "done",
 	       json_string_value(json_object_get(resp, "role")));
 	json_decref(resp);
 	return 0;
@@ -633,7 +659,8 @@ static const struct {
     {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
-    {"group", cmd_group},    {"events", cmd_events},
+    {"group", cmd_group},    {"events", cmd_events},       {"verify", cmd_role},
+    {"resync", cmd_role},
 };
 
 int main(int argc, char **argv)

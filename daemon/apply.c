@@ -19,6 +19,7 @@
 #include "nbd_proto.h"
 #include "repl_int.h"
 #include "testhook.h"
+#include "verify.h"
 #include "volume.h"
 
 static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
@@ -97,7 +98,10 @@ static void apply_done(struct io_req *req)
 		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
 		         wire_type_name(a->type), a->len, (unsigned long long)a->off,
 		         strerror(err));
-	if (a->resync) {
+	if (a->conn != r->conn_seq) {
+		/* Received on a connection that is gone: its ids mean nothing on the new one (the
+		 * peer would take the ack for one of its new requests). */
+	} else if (a->resync) {
 		if (!err)
 			bitmap_clear_range(r->bm, a->off, a->len);
 		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
@@ -121,6 +125,7 @@ static void apply_done(struct io_req *req)
 		pp = &w->next;
 	}
 	barriers_progress(r);
+	verify_pump(r);
 }
 
 static void apply_start(struct repl *r, struct apply *a)
@@ -204,6 +209,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 		repl_drop_connection(r, "a payload failed its integrity check");
 		return;
 	}
+	verify_note_write(r, io.off, io.len);
 	struct apply *a = calloc(1, sizeof(*a));
 	if (!a) {
 		buf_put(payload, h->len);
@@ -221,6 +227,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	a->data_off = wire_io_data_off(h);
 	a->epoch = r->epoch;
 	a->resync = h->type == WIRE_RS_DATA;
+	a->conn = r->conn_seq;
 	r->apply_count++;
 	r->apply_bytes += h->len;
 	if (h->flags & WIRE_F_RECV_ACK)

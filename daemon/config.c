@@ -25,6 +25,7 @@
 
 #include "conf_parse.h"
 #include "conf_schema.h"
+#include "hashrun.h"
 
 #define CONFIG_MAX_VOLUMES  4096u
 #define CONFIG_MAX_NODES    2u
@@ -68,6 +69,30 @@ static int enum_mode(const char *s, void *field)
 		}
 	}
 	return -1;
+}
+
+static const char *const csums_names[] = {"no", "yes", "after-crash"};
+
+static int enum_csums(const char *s, void *field)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(csums_names); i++) {
+		if (strcmp(s, csums_names[i]) == 0) {
+			enum hak_csums c = (enum hak_csums)i;
+			memcpy(field, &c, sizeof(c));
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int enum_hash_alg(const char *s, void *field)
+{
+	enum hash_alg a;
+	if (hash_alg_parse(s, &a) < 0)
+		return -1;
+	unsigned u = (unsigned)a;
+	memcpy(field, &u, sizeof(u));
+	return 0;
 }
 
 static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
@@ -209,6 +234,10 @@ static const struct conf_key volume_keys[] = {
      .doc = "the program run on a split brain"},
     {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), enum_integrity, "none, crc32c",
      .doc = "the checksum of replicated data"},
+    {"verify-alg", CONF_ENUM, 0, 0, 0, VFIELD(verify_alg), enum_hash_alg, "crc32c, sha256",
+     .doc = "the block hash of online verify and checksum-based resync"},
+    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), enum_csums, "no, yes, after-crash",
+     .doc = "whether a resync first compares block hashes and sends only what differs"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");

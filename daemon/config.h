@@ -68,6 +68,16 @@ struct hak_cluster_cfg {
 	unsigned line;                       /* of the "cluster" keyword */
 };
 
+/*
+ * Checksum-based resync (DRBD's csums-alg / csums-after-crash-only): the target hashes each dirty
+ * run and the source sends only the blocks whose hashes differ.
+ */
+enum hak_csums {
+	HAK_CSUMS_NO,
+	HAK_CSUMS_YES,         /* every resync */
+	HAK_CSUMS_AFTER_CRASH, /* only the full resync owed to a primary that crashed */
+};
+
 /* One server of the replication pair. */
 struct hak_node_cfg {
 	char *name;     /* the block's NAME */
@@ -113,6 +123,9 @@ struct hak_volume_cfg {
 	char *sb_hook;              /* "split-brain-hook PATH": run on every split brain */
 	int data_integrity;         /* "data-integrity" none|crc32c (default none): checksum
 	                             * every replicated payload */
+	unsigned verify_alg;        /* "verify-alg" crc32c|sha256 (enum hash_alg, default crc32c):
+	                             * the block hash of online verify and checksum resync */
+	enum hak_csums csums;       /* "csums" no|yes|after-crash (default no) */
 	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
 };
 

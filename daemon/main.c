@@ -356,6 +356,10 @@ static json_t *cmd_role(void *ctx, json_t *req, char *err, size_t errlen)
 		rc = repl_connect(r, err, errlen);
 	} else if (strcmp(cmd, "disconnect") == 0) {
 		rc = repl_disconnect(r, err, errlen);
+	} else if (strcmp(cmd, "verify") == 0) {
+		rc = repl_verify(r, err, errlen);
+	} else if (strcmp(cmd, "resync") == 0) {
+		rc = repl_resync(r, err, errlen);
 	} else {
 		if (!json_is_true(json_object_get(req, "discard_local"))) {
 			snprintf(err, errlen,
@@ -490,7 +494,7 @@ static int hakd_start(struct hakd *d)
 		return -1;
 	events_init(d->ctl);
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
-	                                        "resolve"};
+	                                        "resolve", "verify",    "resync"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
 		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
 			return -1;

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "nbd_proto.h"
 #include "repl_int.h"
+#include "verify.h"
 #include "volume.h"
 
 static const char *const role_names[] = {"secondary", "primary"};
@@ -264,9 +265,15 @@ static void wait_queue_pump(struct repl *r)
 		r->wait_head = vio->rnext;
 		if (!r->wait_head)
 			r->wait_tail = NULL;
+		vio->rnext = NULL;
 		if (!replicating(r)) {
 			if (vio->op != VOL_FLUSH)
 				bitmap_set_range(r->bm, vio->off, vio->len);
+		} else if (vio->op != VOL_FLUSH) {
+			/* Its local write starts now: resync and verify reads must wait for it. */
+			vio->rnext = r->active_writes;
+			r->active_writes = vio;
+			verify_note_write(r, vio->off, vio->len);
 		}
 		volume_resume(vio);
 	}
@@ -276,6 +283,8 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 {
 	vio->rid = UINT64_MAX;
 	vio->rnext = NULL;
+	if (vio->op != VOL_FLUSH)
+		verify_note_write(r, vio->off, vio->len);
 	if (vio->op != VOL_FLUSH && resync_overlaps(r, vio->off, vio->len)) {
 		/* A resync read of these blocks is in flight: its data must reach the peer first,
 		 * or the peer would end with the older copy. */
@@ -339,6 +348,7 @@ void repl_local_done(struct repl *r, struct vol_io *vio)
 		active_remove(r, vio);
 		if (r->resync_running)
 			resync_pump(r);
+		verify_pump(r);
 	}
 }
 
@@ -753,6 +763,15 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 	case WIRE_RS_DONE:
 		resync_frame(r, h, payload);
 		return;
+	case WIRE_VERIFY_REQ:
+	case WIRE_VERIFY_REPLY:
+	case WIRE_CSUM_REQ:
+		verify_frame(r, h, payload);
+		return;
+	case WIRE_RS_REQUEST:
+	case WIRE_RS_IN_SYNC:
+		csum_frame(r, h, payload);
+		return;
 	default:
 		buf_put(payload, h->len);
 		repl_drop_connection(r, "the peer sent a frame type this version does not handle");
@@ -853,10 +872,12 @@ void repl_drop_connection(struct repl *r, const char *why)
 	tstream_close(r->meta_s);
 	r->data = r->meta_s = NULL;
 	r->connected = false;
+	r->conn_seq++;
 	memset(r->hello_sent, 0, sizeof(r->hello_sent));
 	memset(r->hello_rcvd, 0, sizeof(r->hello_rcvd));
 	r->data_paused = false;
 	resync_stop(r);
+	verify_stop(r);
 	if (r->role == ROLE_PRIMARY) {
 		pend_fail_all(r);
 		wait_queue_pump(r);
@@ -1155,6 +1176,41 @@ void repl_discard_local(struct repl *r)
 	         r->p.peer->name);
 }
 
+int repl_verify(struct repl *r, char *err, size_t errlen)
+{
+	return verify_start(r, err, errlen);
+}
+
+int repl_resync(struct repl *r, char *err, size_t errlen)
+{
+	if (!r->connected || r->link != LINK_CONNECTED || verify_running(r)) {
+		snprintf(err, errlen,
+		         "Volume %s cannot start a resync now: the link is %s%s; it needs a "
+		         "Connected peer, no resync and no verify running.",
+		         r->name, link_names[r->link],
+		         verify_running(r) ? " and a verify runs" : "");
+		return -1;
+	}
+	if (r->role != ROLE_PRIMARY && r->peer_role != ROLE_PRIMARY) {
+		snprintf(err, errlen,
+		         "Volume %s has no primary: promote the node whose copy is the reference, "
+		         "then run 'hakctl resync %s' again.",
+		         r->name, r->name);
+		return -1;
+	}
+	/*
+	 * As after a DRBD verify, the resync comes from a new connection: the primary starts a new
+	 * generation when it loses the peer, so the handshake decides a bitmap-based resync from
+	 * the primary, with both bitmaps merged, and an interruption resumes like any other.
+	 */
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Resync of the %llu blocks marked out of sync here (and those marked on %s) "
+	         "requested: reconnecting to %s.",
+	         (unsigned long long)bitmap_count(r->bm), r->p.peer->name, r->p.peer->name);
+	repl_drop_connection(r, "the operator asked for a resync of the out-of-sync blocks");
+	return 0;
+}
+
 int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 {
 	if (r->role == ROLE_PRIMARY) {
@@ -1203,6 +1259,18 @@ json_t *repl_status_json(const struct repl *r)
 	json_t *rs = resync_status_json(r);
 	if (o && rs)
 		json_object_set_new(o, "resync", rs);
+	json_t *vf = verify_status_json(r);
+	if (o && vf)
+		json_object_set_new(o, "verify", vf);
+	if (o && r->last_rs.valid)
+		json_object_set_new(o, "last_resync",
+		                    json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f}", "csums",
+		                              r->last_rs.csums, "full", r->last_rs.full,
+		                              "bytes_marked", (json_int_t)r->last_rs.marked,
+		                              "bytes_sent", (json_int_t)r->last_rs.sent,
+		                              "bytes_equal", (json_int_t)r->last_rs.equal,
+		                              "bytes_holes", (json_int_t)r->last_rs.holes,
+		                              "seconds", r->last_rs.seconds));
 	return o;
 }
 
@@ -1261,6 +1329,10 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
 	r->next_id = 1;
+	if (verify_create(r) < 0) {
+		snprintf(err, errlen, "Out of memory.");
+		goto fail;
+	}
 	if (repl_open_meta(r, err, errlen) < 0)
 		goto fail;
 	r->crashed_primary = (r->sb.flags & META_F_PRIMARY) != 0;
@@ -1315,6 +1387,7 @@ fail:
 		meta_close(r->meta);
 	if (r->lfd >= 0)
 		close(r->lfd);
+	verify_destroy(r);
 	free(r);
 	return -1;
 }
@@ -1352,6 +1425,7 @@ void repl_destroy(struct repl *r)
 	r->sb.flags |= META_F_CLEAN;
 	repl_write_sb(r);
 	meta_close(r->meta);
+	verify_destroy(r);
 	bitmap_free(r->bm);
 	free(r);
 }

@@ -72,6 +72,10 @@ int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen
 int repl_connect(struct repl *r, char *err, size_t errlen);
 int repl_disconnect(struct repl *r, char *err, size_t errlen);
 int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen);
+/* Online verify driven by this node (daemon/verify.h). */
+int repl_verify(struct repl *r, char *err, size_t errlen);
+/* Resync the blocks marked out of sync on either node (after a verify), while connected. */
+int repl_resync(struct repl *r, char *err, size_t errlen);
 
 /* Status object for hakctl. */
 json_t *repl_status_json(const struct repl *r);

@@ -49,6 +49,7 @@ struct apply {
 	uint64_t epoch;
 	bool resync;
 	bool active;
+	uint64_t conn; /* repl.conn_seq when it arrived */
 	int stage;
 	struct io_req io;
 };
@@ -71,6 +72,7 @@ struct rs_op {
 	bool hole;
 	bool orphan; /* the connection went away while reading */
 	uint8_t *buf;
+	uint8_t *hashes; /* checksum resync: the target's hashes of the run */
 	struct io_extent map[1];
 	struct io_req io;
 	struct outq_item item;
@@ -114,6 +116,7 @@ struct repl {
 	enum repl_role peer_role;
 	enum repl_disk peer_disk;
 	bool connected;
+	uint64_t conn_seq; /* counts dropped connections */
 	double handshake_start;
 	double reject_logged_at; /* rate limit for bad incoming connections */
 	unsigned reject_suppressed;
@@ -160,6 +163,19 @@ struct repl {
 	struct sb_hook *sb_hooks;  /* split-brain hooks still running */
 	unsigned sb_resolved;      /* split brains a policy resolved */
 	uint64_t integrity_errors; /* payloads whose checksum did not match */
+	/* Checksum-based resync (csum.c), source side. */
+	bool rs_csums;         /* this resync compares hashes first */
+	bool rs_after_crash;   /* this resync is owed to a primary that crashed */
+	struct rs_op *rs_csum; /* CSUM_REQ sent, waiting for the target's RS_REQUEST */
+	unsigned rs_csum_count;
+	uint64_t rs_payload_bytes, rs_equal_bytes;
+	struct {
+		bool valid, csums, full;
+		uint64_t marked, sent, equal, holes;
+		double seconds;
+	} last_rs; /* the last resync this node finished as source */
+
+	struct verify *vf; /* online verify and the hash responder (verify.c) */
 };
 
 /* repl.c */
@@ -195,5 +211,14 @@ void resync_stop(struct repl *r);
 bool resync_overlaps(const struct repl *r, uint64_t off, uint64_t len);
 void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status);
 json_t *resync_status_json(const struct repl *r);
+void resync_send_op(struct repl *r, struct rs_op *op);
+void resync_free_op(struct rs_op *op);
+bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len);
+
+/* csum.c: checksum-based resync, source side */
+bool csum_wanted(const struct repl *r);
+int csum_start_run(struct repl *r, uint64_t off, uint32_t len);
+void csum_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
+void csum_stop(struct repl *r);
 
 #endif

@@ -32,7 +32,13 @@ static void rs_free(struct rs_op *op)
 {
 	if (op->buf)
 		buf_put(op->buf, op->len);
+	free(op->hashes);
 	free(op);
+}
+
+void resync_free_op(struct rs_op *op)
+{
+	rs_free(op);
 }
 
 static bool is_source(const struct repl *r)
@@ -91,6 +97,13 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 	if (full && initial && ((source && peer_resumable) || (!source && self_resumable)))
 		full = false;
 	r->resync_full = full;
+	r->rs_after_crash = rule == GEN_RULE_CRASHED_SELF || rule == GEN_RULE_CRASHED_PEER ||
+	                    rule == GEN_RULE_BITMAP_SELF_CRASHED_PEER ||
+	                    rule == GEN_RULE_BITMAP_SELF_CRASHED_SELF ||
+	                    rule == GEN_RULE_BITMAP_PEER_CRASHED_SELF ||
+	                    rule == GEN_RULE_BITMAP_PEER_CRASHED_PEER;
+	r->rs_csums = source && csum_wanted(r);
+	r->rs_payload_bytes = r->rs_equal_bytes = 0;
 	if (full && !(source ? false : self_resumable))
 		bitmap_set_all(r->bm);
 	r->link = source ? LINK_SYNC_SOURCE : LINK_SYNC_TARGET;
@@ -105,9 +118,10 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 		r->sb.flags |= META_F_RESYNC_TARGET;
 		repl_send_state(r);
 	}
-	repl_log(r, LOG_LVL_NOTICE, "Starting a %s resync as %s (%llu blocks marked locally).",
+	repl_log(r, LOG_LVL_NOTICE, "Starting a %s resync as %s (%llu blocks marked locally)%s.",
 	         full ? "full" : "bitmap-based", source ? "source" : "target",
-	         (unsigned long long)bitmap_count(r->bm));
+	         (unsigned long long)bitmap_count(r->bm),
+	         r->rs_csums ? ", comparing checksums first" : "");
 	send_bitmap(r);
 }
 
@@ -144,13 +158,22 @@ static void resync_finish_source(struct repl *r)
 	r->bytes_resynced_total += r->rs_done_bytes;
 	r->resyncs_completed++;
 	r->rs_finishing = false;
+	r->last_rs.valid = true;
+	r->last_rs.csums = r->rs_csums;
+	r->last_rs.full = r->resync_full;
+	r->last_rs.marked = r->rs_total;
+	r->last_rs.sent = r->rs_payload_bytes;
+	r->last_rs.equal = r->rs_equal_bytes;
+	r->last_rs.holes = r->rs_hole_bytes;
+	r->last_rs.seconds = dt;
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
-	repl_log(
-	    r, LOG_LVL_NOTICE,
-	    "Resync finished as source: %llu bytes sent (%llu as holes) in %.1f s (%.1f MiB/s).",
-	    (unsigned long long)r->rs_done_bytes, (unsigned long long)r->rs_hole_bytes, dt,
-	    dt > 0 ? (double)r->rs_done_bytes / dt / 1048576.0 : 0.0);
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Resync finished as source: %llu bytes marked, %llu bytes of data sent, %llu as "
+	         "holes, %llu found equal by checksum, in %.1f s (%.1f MiB/s).",
+	         (unsigned long long)r->rs_total, (unsigned long long)r->rs_payload_bytes,
+	         (unsigned long long)r->rs_hole_bytes, (unsigned long long)r->rs_equal_bytes, dt,
+	         dt > 0 ? (double)r->rs_done_bytes / dt / 1048576.0 : 0.0);
 	events_emit("resync-end", "volume:%s peer:%s direction:source bytes:%llu seconds:%.3f",
 	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
@@ -277,7 +300,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-static void rs_send(struct repl *r, struct rs_op *op)
+void resync_send_op(struct repl *r, struct rs_op *op)
 {
 	struct wire_io io = {.id = op->id, .off = op->off, .len = op->len};
 	struct outq_item *it = &op->item;
@@ -298,6 +321,7 @@ static void rs_send(struct repl *r, struct rs_op *op)
 	if (!op->hole) {
 		it->data = op->buf;
 		it->data_len = op->len;
+		r->rs_payload_bytes += op->len;
 	} else {
 		r->rs_hole_bytes += op->len;
 	}
@@ -354,12 +378,12 @@ static void rs_io_done(struct io_req *req)
 		}
 	}
 	rs_remove_reading(r, op);
-	rs_send(r, op);
+	resync_send_op(r, op);
 	repl_deferred_pump(r);
 	resync_pump(r);
 }
 
-static bool overlaps_active_write(const struct repl *r, uint64_t off, uint64_t len)
+bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len)
 {
 	for (const struct vol_io *v = r->active_writes; v; v = v->rnext)
 		if (v->off < off + len && off < v->off + v->len)
@@ -399,9 +423,16 @@ void resync_pump(struct repl *r)
 		uint64_t off = bitmap_bit_offset(r->bm, bit);
 		uint64_t last =
 		    bitmap_bit_offset(r->bm, end - 1) + bitmap_bit_length(r->bm, end - 1);
-		if (overlaps_active_write(r, off, last - off)) {
+		if (resync_overlaps_write(r, off, last - off)) {
 			/* Retried when that write completes (repl_local_done). */
 			return;
+		}
+		if (r->rs_csums) {
+			/* The target hashes its copy first (csum.c). */
+			if (csum_start_run(r, off, (uint32_t)(last - off)) < 0)
+				return;
+			r->rs_cursor = end;
+			continue;
 		}
 		struct rs_op *op = calloc(1, sizeof(*op));
 		if (!op)
@@ -475,6 +506,7 @@ void resync_stop(struct repl *r)
 		/* Its frame was dropped or is in the kernel: the item is no longer referenced. */
 		rs_free(op);
 	}
+	csum_stop(r);
 	if (r->resync_running || r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET) {
 		repl_log(r, LOG_LVL_WARN,
 		         "The resync was interrupted with %llu blocks left; it "
@@ -507,9 +539,11 @@ json_t *resync_status_json(const struct repl *r)
 	                       (double)r->rs_total
 	                 : 0.0;
 	double eta = r->rs_rate > 0 ? (double)left / r->rs_rate : -1;
-	return json_pack("{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f}", "direction",
-	                 is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
-	                 (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
-	                 (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
-	                 r->rs_rate / 1048576.0, "eta_s", eta);
+	return json_pack("{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:I, s:I}",
+	                 "direction", is_source(r) ? "source" : "target", "full", r->resync_full,
+	                 "total_bytes", (json_int_t)r->rs_total, "left_bytes", (json_int_t)left,
+	                 "done_bytes", (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
+	                 r->rs_rate / 1048576.0, "eta_s", eta, "csums", r->rs_csums, "bytes_marked",
+	                 (json_int_t)r->rs_total, "bytes_sent", (json_int_t)r->rs_payload_bytes,
+	                 "bytes_equal", (json_int_t)r->rs_equal_bytes);
 }

@@ -28,14 +28,20 @@ static const struct {
     [WIRE_BITMAP_DONE] = {"BITMAP_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
     [WIRE_RS_DATA] = {"RS_DATA", WIRE_IO_SIZE, WIRE_MAX_PAYLOAD, WIRE_F_HOLE | WIRE_F_CRC},
     [WIRE_RS_ACK] = {"RS_ACK", WIRE_ACK_SIZE, WIRE_ACK_SIZE, 0},
-    [WIRE_RS_REQUEST] = {"RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
+    [WIRE_RS_REQUEST] = {"RS_REQUEST", 24 + 4, 24 + 64 * 32, 0},
     [WIRE_STATE] = {"STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0},
     [WIRE_RS_DONE] = {"RS_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    /* Hash runs (hashrun.h): a 24-byte header, replies up to 64 hashes of 32 bytes. */
+    [WIRE_VERIFY_REQ] = {"VERIFY_REQ", 24, 24, 0},
+    [WIRE_VERIFY_REPLY] = {"VERIFY_REPLY", 24 + 4, 24 + 64 * 32, 0},
+    [WIRE_CSUM_REQ] = {"CSUM_REQ", 24, 24, 0},
+    [WIRE_RS_IN_SYNC] = {"RS_IN_SYNC", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
 };
 
 const char *wire_type_name(uint16_t type)
 {
-	return type >= 1 && type <= WIRE_TYPE_MAX ? types[type].name : "UNKNOWN";
+	return type >= 1 && type <= WIRE_TYPE_MAX && types[type].name ? types[type].name
+	                                                              : "UNKNOWN";
 }
 
 void wire_hdr_encode(uint8_t out[WIRE_HDR_SIZE], uint16_t type, uint16_t flags, uint32_t len)
@@ -57,7 +63,7 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *e
 		         WIRE_MAGIC);
 		return -1;
 	}
-	if (h->type < 1 || h->type > WIRE_TYPE_MAX) {
+	if (h->type < 1 || h->type > WIRE_TYPE_MAX || !types[h->type].name) {
 		snprintf(err, errlen, "unknown frame type %u", h->type);
 		return -1;
 	}

@@ -40,10 +40,17 @@ enum wire_type {
 	WIRE_BITMAP_DONE = 12, /* DATA: the sender's bitmap is complete */
 	WIRE_RS_DATA = 13, /* DATA: resync block run from the source (payload, or none if hole) */
 	WIRE_RS_ACK = 14,  /* META: the target wrote a resync run */
-	WIRE_RS_REQUEST = 15, /* DATA: the target asks for a range (checksum resync, next issue) */
-	WIRE_STATE = 16,      /* META: role / disk state change */
-	WIRE_RS_DONE = 17,    /* DATA: the source has sent everything */
-	WIRE_TYPE_MAX = 17,
+	/* DATA: checksum resync, the target's answer to CSUM_REQ: its block hashes of a dirty run;
+	 * the source sends RS_DATA for the blocks that differ and RS_IN_SYNC for the rest. */
+	WIRE_RS_REQUEST = 15,
+	WIRE_STATE = 16,   /* META: role / disk state change */
+	WIRE_RS_DONE = 17, /* DATA: the source has sent everything */
+	WIRE_VERIFY_REQ =
+	    20, /* DATA: online verify, hash your copy of this run (daemon/verify.c) */
+	WIRE_VERIFY_REPLY = 21, /* DATA: the block hashes of a VERIFY_REQ run */
+	WIRE_CSUM_REQ = 22,     /* DATA: checksum resync, the source asks the target for hashes */
+	WIRE_RS_IN_SYNC = 23, /* DATA: checksum resync, these blocks are equal: clear their bits */
+	WIRE_TYPE_MAX = 23,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
@@ -84,6 +91,9 @@ enum wire_disk {
 #define WIRE_ACK_SIZE 12u
 /* BITMAP: u64 first word index, then words (u64 each), at most WIRE_BITMAP_WORDS per frame. */
 #define WIRE_BITMAP_WORDS 8192u
+/* VERIFY_REQ / CSUM_REQ: u64 id, u64 offset, u32 length, u8 hash alg, 3 zero bytes;
+ * VERIFY_REPLY / RS_REQUEST: the same, then one hash per block (daemon/hashrun.h).
+ * RS_IN_SYNC: the fixed part of RS_DATA without payload. */
 /* STATE: u8 role, u8 disk, u16 reserved. */
 #define WIRE_STATE_SIZE 4u
 

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer harness: a replication byte stream as a hostile peer would send it, through the
- * header, HELLO and I/O-range validators. Accepted ranges must lie inside the volume.
+ * header, HELLO, I/O-range and hash-run validators. Accepted ranges must lie inside the volume.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "hashrun.h"
 #include "wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,8 +28,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (h.type == WIRE_HELLO) {
 			struct wire_hello hello;
 			(void)wire_hello_decode(p, h.len, &hello, err, sizeof(err));
+		} else if (h.type == WIRE_VERIFY_REQ || h.type == WIRE_VERIFY_REPLY ||
+		           h.type == WIRE_CSUM_REQ || h.type == WIRE_RS_REQUEST) {
+			struct hashrun run;
+			const uint8_t *hashes = NULL;
+			const uint32_t bs = 4096, max = 256 * 1024;
+			if (hashrun_decode(&h, p, vol, bs, max, &run, &hashes, err, sizeof(err)) ==
+			        0 &&
+			    (run.off > vol || vol - run.off < run.len || run.len == 0 ||
+			     run.len > max || run.off % bs || hash_alg_size(run.alg) == 0 ||
+			     (hashes && hashes + (size_t)hashrun_blocks(run.len, bs) *
+			                             hash_alg_size(run.alg) !=
+			                    p + h.len)))
+				abort();
 		} else if (h.type == WIRE_DATA || h.type == WIRE_TRIM || h.type == WIRE_ZERO ||
-		           h.type == WIRE_RS_DATA) {
+		           h.type == WIRE_RS_DATA || h.type == WIRE_RS_IN_SYNC) {
 			struct wire_io io;
 			if (wire_io_decode(&h, p, vol, 512, &io, err, sizeof(err)) == 0 &&
 			    (io.off > vol || vol - io.off < io.len || io.len == 0 ||

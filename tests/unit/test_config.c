@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "hashrun.h"
 
 /* The head of a valid volume: lines 1-3; a test adds from line 4 (key at column 2). */
 #define VOL "volume v {\n\tbacking /b\n\tnbd-socket /s\n"
@@ -264,6 +265,8 @@ static const char repl_text[] =
     "\tdiscard-node alpha\n"
     "\tsplit-brain-hook /usr/lib/hak/sb-hook\n"
     "\tdata-integrity crc32c\n"
+    "\tverify-alg sha256\n"
+    "\tcsums after-crash\n"
     "}\n"
     "volume w { backing /c; nbd-socket /t; mode memsync; meta-disk /dev/vg/m;"
     " replication-port-offset 0; ping-interval 0.25s; ping-timeout 251ms;"
@@ -316,6 +319,8 @@ START_TEST(test_repl_volumes)
 	ck_assert_str_eq(v->sb_discard_node, "alpha");
 	ck_assert_str_eq(v->sb_hook, "/usr/lib/hak/sb-hook");
 	ck_assert_int_eq(v->data_integrity, 1);
+	ck_assert_uint_eq(v->verify_alg, HASH_SHA256);
+	ck_assert_int_eq(v->csums, HAK_CSUMS_AFTER_CRASH);
 
 	ck_assert_int_eq(w->mode, HAK_MODE_MEMSYNC);
 	ck_assert_int_eq(w->after_sb, SB_POLICY_DISCONNECT);
@@ -330,6 +335,8 @@ START_TEST(test_repl_volumes)
 	ck_assert_double_eq(w->ping_timeout, 0.251);
 	ck_assert_double_eq(w->connect_interval, 2.000125);
 	ck_assert_uint_eq(w->max_epoch_size, 1);
+	ck_assert_uint_eq(w->verify_alg, HASH_CRC32C); /* the defaults */
+	ck_assert_int_eq(w->csums, HAK_CSUMS_NO);
 
 	/* The default metadata path comes from state-dir, even when 'global' is first. */
 	ck_assert_str_eq(cfg->volumes[2].meta_path, "/srv/hak/x.meta");
@@ -514,7 +521,7 @@ static const struct bad_case bad_cases[] = {
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
      "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
      "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, "
-     "after-split-brain, discard-node, split-brain-hook, data-integrity."},
+     "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, csums."},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
@@ -649,6 +656,8 @@ static const struct bad_case bad_cases[] = {
     /* replication keys of a volume */
     {VOL "\tmode fast\n}\n", 4, 7, "Bad mode 'fast'; choose one of sync, memsync, async."},
     {VOL "\tmode SYNC\n}\n", 4, 7, "Bad mode 'SYNC'"},
+    {VOL "\tverify-alg md5\n}\n", 4, 13, "Bad verify-alg 'md5'; choose one of crc32c, sha256."},
+    {VOL "\tcsums maybe\n}\n", 4, 8, "Bad csums 'maybe'; choose one of no, yes, after-crash."},
     {VOL "\tmode\n}\n", 4, 2, "needs a value: one of sync, memsync, async."},
     {VOL "\tmeta-disk Internal\n}\n", 4, 12,
      "meta-disk 'Internal' must be 'internal' or an absolute path (starting with '/')."},
