@@ -44,6 +44,8 @@ static void usage(FILE *f)
 	    "  primary VOL [--force]      promote (--force: also an Inconsistent/Outdated disk)\n"
 	    "  secondary VOL              demote (refused while NBD clients are connected)\n"
 	    "  connect VOL | disconnect VOL\n"
+	    "  detach VOL | attach VOL    drop the backing store (I/O goes through the peer), or\n"
+	    "                             take it back and resync it fully from the peer\n"
 	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
 	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
 	    "  dump-md VOL                print the metadata (offline)\n"
@@ -290,6 +292,29 @@ static int cmd_role(const struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* detach VOL / attach VOL: drop the backing store, or take it back and resync it fully. */
+static int cmd_disk(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr,
+		        "hakctl %s: name the volume and nothing else, e.g. 'hakctl %s db'.\n",
+		        argv[0], argv[0]);
+		return EXIT_USAGE;
+	}
+	json_t *req = json_pack("{s:s, s:s}", "cmd", argv[0], "volume", argv[1]);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s: %s done; %s\n", argv[1], argv[0],
+	       json_is_true(json_object_get(resp, "diskless"))
+	           ? "the disk is Diskless, I/O goes through the peer"
+	           : "the disk is attached and resyncs from the peer");
+	json_decref(resp);
+	return 0;
+}
+
 /* The volume UUID both nodes derive from the configuration, so metadata created separately on
  * each node matches: SHA-256 over the volume name and the sorted node names. */
 static void volume_uuid(const struct hak_config *cfg, const char *vol, uint8_t out[16])
@@ -468,6 +493,7 @@ static const struct {
     {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
+    {"attach", cmd_disk},    {"detach", cmd_disk},
 };
 
 int main(int argc, char **argv)

@@ -58,6 +58,19 @@ static int enum_io_kind(const char *s, void *field)
 	return io_kind_parse(s, field);
 }
 
+static int enum_io_error(const char *s, void *field)
+{
+	static const char *const names[] = {"detach", "pass-on"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcmp(s, names[i]) == 0) {
+			enum hak_io_error_policy p = (enum hak_io_error_policy)i;
+			memcpy(field, &p, sizeof(p));
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static int enum_mode(const char *s, void *field)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
@@ -145,6 +158,10 @@ static const struct conf_key volume_keys[] = {
      .doc = "the time between two tries to connect to the peer"},
     {"max-epoch-size", CONF_UINT, 0, 1, 20000, VFIELD(max_epoch_size), NULL, NULL,
      .doc = "the most writes between two barriers"},
+    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), enum_io_error, "detach, pass-on",
+     .doc = "what a failed request of the backing store does"},
+    {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
+     .doc = "the program run when the backing store fails a request"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -793,6 +810,7 @@ void config_free(struct hak_config *cfg)
 		free(v->nbd_listen);
 		free(v->description);
 		free(v->meta_path);
+		free(v->local_io_error_hook);
 	}
 	for (size_t i = 0; i < cfg->n_nodes; i++) {
 		free(cfg->nodes[i].name);

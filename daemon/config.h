@@ -41,6 +41,12 @@ enum hak_repl_mode {
 	HAK_MODE_ASYNC,   /* after the local write */
 };
 
+/* What a volume does when its backing store fails a request ("on-io-error"). */
+enum hak_io_error_policy {
+	HAK_IOERR_DETACH = 0, /* drop the disk, go Diskless, serve through the peer (default) */
+	HAK_IOERR_PASS_ON,    /* return the error to the client, keep the disk */
+};
+
 /* One server of the replication pair. */
 struct hak_node_cfg {
 	char *name;     /* the block's NAME */
@@ -77,7 +83,9 @@ struct hak_volume_cfg {
 	double ping_timeout;        /* "ping-timeout" seconds, > ping_interval (default 2s) */
 	double connect_interval;    /* "connect-interval" seconds between tries (default 1s) */
 	unsigned max_epoch_size;    /* "max-epoch-size" writes before a barrier, 1..20000 (2048) */
-	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
+	enum hak_io_error_policy on_io_error; /* "on-io-error" detach|pass-on (default detach) */
+	char *local_io_error_hook; /* "local-io-error-hook": program run on a disk error, or NULL */
+	unsigned line;             /* line of the "volume" keyword, for later diagnostics */
 };
 
 struct hak_config {

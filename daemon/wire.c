@@ -30,11 +30,14 @@ static const struct {
     [WIRE_RS_REQUEST] = {"RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
     [WIRE_STATE] = {"STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0},
     [WIRE_RS_DONE] = {"RS_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_READ_REQ] = {"READ_REQ", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
+    [WIRE_READ_REPLY] = {"READ_REPLY", WIRE_RREPLY_SIZE, WIRE_RREPLY_SIZE + WIRE_READ_MAX, 0},
 };
 
 const char *wire_type_name(uint16_t type)
 {
-	return type >= 1 && type <= WIRE_TYPE_MAX ? types[type].name : "UNKNOWN";
+	return type >= 1 && type <= WIRE_TYPE_MAX && types[type].name ? types[type].name
+	                                                              : "UNKNOWN";
 }
 
 void wire_hdr_encode(uint8_t out[WIRE_HDR_SIZE], uint16_t type, uint16_t flags, uint32_t len)
@@ -56,7 +59,7 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *e
 		         WIRE_MAGIC);
 		return -1;
 	}
-	if (h->type < 1 || h->type > WIRE_TYPE_MAX) {
+	if (h->type < 1 || h->type > WIRE_TYPE_MAX || !types[h->type].name) {
 		snprintf(err, errlen, "unknown frame type %u", h->type);
 		return -1;
 	}
@@ -197,6 +200,11 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 	io->len = nbd_be32(in + 16);
 	bool payload =
 	    h->type == WIRE_DATA || (h->type == WIRE_RS_DATA && !(h->flags & WIRE_F_HOLE));
+	if (h->type == WIRE_READ_REQ && io->len > WIRE_READ_MAX) {
+		snprintf(err, errlen, "READ_REQ of %u bytes exceeds the limit of %u", io->len,
+		         WIRE_READ_MAX);
+		return -1;
+	}
 	uint64_t want = WIRE_IO_SIZE + (payload ? (uint64_t)io->len : 0);
 	if (h->len != want) {
 		snprintf(err, errlen, "%s frame of %u bytes for a %u-byte range (expected %llu)",
@@ -225,4 +233,27 @@ void wire_put_id(uint8_t *out, uint64_t id)
 uint64_t wire_get_id(const uint8_t *in)
 {
 	return nbd_be64(in);
+}
+
+void wire_rreply_encode(uint8_t out[WIRE_RREPLY_SIZE], uint64_t id, uint32_t status)
+{
+	nbd_put64(out, id);
+	nbd_put32(out + 8, status);
+}
+
+int wire_rreply_decode(const struct wire_hdr *h, const uint8_t *in, uint32_t want_len, uint64_t *id,
+                       uint32_t *status, char *err, size_t errlen)
+{
+	*id = nbd_be64(in);
+	*status = nbd_be32(in + 8);
+	uint64_t want = WIRE_RREPLY_SIZE + (*status == 0 ? (uint64_t)want_len : 0);
+	if (h->len != want) {
+		snprintf(err, errlen,
+		         "READ_REPLY %llu of %u bytes with status %u for a %u-byte read "
+		         "(expected %llu)",
+		         (unsigned long long)*id, h->len, *status, want_len,
+		         (unsigned long long)want);
+		return -1;
+	}
+	return 0;
 }

@@ -58,6 +58,15 @@ void wire_io_encode(uint8_t out[WIRE_IO_SIZE], const struct wire_io *io);
 int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, uint32_t align,
                    struct wire_io *io, char *err, size_t errlen);
 
+/*
+ * READ_REPLY: u64 id, u32 status (0 or an errno of the peer's read), then want_len bytes of data
+ * when status is 0. decode checks the frame length against the read it answers (want_len, which
+ * the caller looked up by id: an unknown id is the caller's error to report).
+ */
+void wire_rreply_encode(uint8_t out[WIRE_RREPLY_SIZE], uint64_t id, uint32_t status);
+int wire_rreply_decode(const struct wire_hdr *h, const uint8_t *in, uint32_t want_len, uint64_t *id,
+                       uint32_t *status, char *err, size_t errlen);
+
 void wire_put_id(uint8_t *out, uint64_t id);
 uint64_t wire_get_id(const uint8_t *in);
 

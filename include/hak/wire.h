@@ -43,7 +43,10 @@ enum wire_type {
 	WIRE_RS_REQUEST = 15, /* DATA: the target asks for a range (checksum resync, next issue) */
 	WIRE_STATE = 16,      /* META: role / disk state change */
 	WIRE_RS_DONE = 17,    /* DATA: the source has sent everything */
-	WIRE_TYPE_MAX = 17,
+	/* 18..23 are assigned to other features; a receiver rejects them as unknown. */
+	WIRE_READ_REQ = 24, /* DATA: a diskless primary reads a range from the peer (no payload) */
+	WIRE_READ_REPLY = 25, /* DATA: u64 id, u32 status, then the data when status is 0 */
+	WIRE_TYPE_MAX = 25,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
@@ -74,6 +77,9 @@ enum wire_disk {
 #define WIRE_ACK_SIZE 12u
 /* BITMAP: u64 first word index, then words (u64 each), at most WIRE_BITMAP_WORDS per frame. */
 #define WIRE_BITMAP_WORDS 8192u
+/* READ_REPLY: fixed part; READ_REQ asks for at most WIRE_READ_MAX bytes. */
+#define WIRE_RREPLY_SIZE 12u
+#define WIRE_READ_MAX    (1u << 20)
 /* STATE: u8 role, u8 disk, u16 reserved. */
 #define WIRE_STATE_SIZE 4u
 
