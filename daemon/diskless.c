@@ -40,6 +40,20 @@ bool diskless_is_disk_error(int err)
 	}
 }
 
+enum diskless_verdict diskless_handshake(int self_disk, int peer_disk, uint64_t self_gen,
+                                         uint64_t peer_gen)
+{
+	bool self_less = self_disk == DISK_DISKLESS, peer_less = peer_disk == DISK_DISKLESS;
+	if (!self_less && !peer_less)
+		return DL_NONE;
+	if (self_less && peer_less)
+		return DL_BOTH_DISKLESS;
+	int full = self_less ? peer_disk : self_disk;
+	if (full != DISK_UPTODATE || self_gen != peer_gen || self_gen == 0)
+		return DL_NO_GOOD_COPY;
+	return DL_ACCEPT;
+}
+
 const char *diskless_errno_name(int err)
 {
 	const char *n = strerrorname_np(err);
@@ -306,18 +320,13 @@ static void rserve_sent(struct outq_item *it, int err)
 	rserve_free(it->ctx);
 }
 
-static void rserve_read_done(struct io_req *req)
+static void rserve_reply(struct rserve *sv)
 {
-	struct rserve *sv = req->data;
 	struct repl *r = sv->r;
 	if (sv->conn_seq != r->conn_seq || !r->connected || !r->data) {
 		rserve_free(sv);
 		return;
 	}
-	if (req->res < 0)
-		sv->status = (int)-req->res;
-	else if ((uint64_t)req->res != sv->len)
-		sv->status = EIO;
 	if (sv->status)
 		repl_log(r, LOG_LVL_ERR, "Serving the peer's read of %u bytes at %llu failed: %s.",
 		         sv->len, (unsigned long long)sv->off, strerror(sv->status));
@@ -332,6 +341,16 @@ static void rserve_read_done(struct io_req *req)
 	it->sent = rserve_sent;
 	it->ctx = sv;
 	tstream_send(r->data, it);
+}
+
+static void rserve_read_done(struct io_req *req)
+{
+	struct rserve *sv = req->data;
+	if (req->res < 0)
+		sv->status = (int)-req->res;
+	else if ((uint64_t)req->res != sv->len)
+		sv->status = EIO;
+	rserve_reply(sv);
 }
 
 static void rserve_start(struct rserve *sv)
@@ -385,7 +404,7 @@ void diskless_read_req(struct repl *r, const struct wire_hdr *h, uint8_t *payloa
 	if (r->disk != DISK_UPTODATE) {
 		/* Only an UpToDate copy may answer for the primary's lost disk. */
 		sv->status = EIO;
-		rserve_read_done(&sv->io);
+		rserve_reply(sv);
 		return;
 	}
 	if (apply_overlaps(r, io.off, io.len) || r->rserve_wait) {

@@ -33,6 +33,20 @@ struct hak_volume_cfg;
  * ENOTSUP, EINVAL, EFBIG): those go to the client and leave the disk attached.
  */
 bool diskless_is_disk_error(int err);
+/*
+ * The handshake when either side is Diskless (self/peer: enum repl_disk values; gens: the
+ * current generation IDs). There is nothing to resync; the diskful side must be UpToDate and of
+ * the same generation, so that it can serve for both.
+ */
+enum diskless_verdict {
+	DL_NONE = 0,      /* neither side is Diskless: the generation IDs decide as usual */
+	DL_ACCEPT,        /* connect without a resync */
+	DL_BOTH_DISKLESS, /* refuse: no disk attached anywhere */
+	DL_NO_GOOD_COPY,  /* refuse: the diskful side is not UpToDate or of another generation */
+};
+enum diskless_verdict diskless_handshake(int self_disk, int peer_disk, uint64_t self_gen,
+                                         uint64_t peer_gen);
+
 /* "EIO", "ENODEV": the symbolic name (events take no spaces). */
 const char *diskless_errno_name(int err);
 double diskless_now(void);

@@ -111,7 +111,13 @@ int repl_write_sb(struct repl *r)
 	r->sb.flags = f;
 	r->sb.bits_set = bitmap_count(r->bm);
 	snprintf(r->sb.node, sizeof(r->sb.node), "%s", r->p.self->name);
-	if (meta_write_sb(r->meta, &r->sb) < 0) {
+	struct meta_sb out = r->sb;
+	/* A detached disk, or one still being pulled back, holds no generation: after a restart
+	 * the handshake finds a fresh disk and resyncs all of it (rule self-fresh). In memory the
+	 * generation stays, so a Diskless primary keeps matching its peer. */
+	if (r->disk == DISK_DISKLESS || r->pull_bm)
+		out.gen_current = 0;
+	if (meta_write_sb(r->meta, &out) < 0) {
 		repl_log(r, LOG_LVL_ERR, "Writing the metadata superblock failed: %s.",
 		         strerror(errno));
 		return -1;
@@ -530,11 +536,13 @@ static bool diskless_accept(struct repl *r, const struct wire_hello *h, const ch
 {
 	bool self_less = r->disk == DISK_DISKLESS;
 	enum repl_disk full = self_less ? (enum repl_disk)h->disk : r->disk;
-	if (self_less && h->disk == WIRE_DISK_DISKLESS) {
+	enum diskless_verdict v =
+	    diskless_handshake(r->disk, h->disk, r->sb.gen_current, h->gen[0]);
+	if (v == DL_BOTH_DISKLESS) {
 		refuse(r, false, "both nodes are Diskless: no copy of the data is attached.");
 		return false;
 	}
-	if (full != DISK_UPTODATE || h->gen[0] != r->sb.gen_current) {
+	if (v != DL_ACCEPT) {
 		refuse(r, false,
 		       "%s is Diskless and %s holds %s data of %s generation (local %s, peer "
 		       "%s): no node can serve the volume.",

@@ -134,6 +134,13 @@ run_detach() {
 		fail "no detach event in alpha's log"
 	wait_for "grep -q 'detach' '$WORK/hook.out' 2>/dev/null" 10 || fail "the local-io-error hook did not run"
 	log "alpha: $(grep -m 1 'Detached the backing store' "$WORK/alpha.log")"
+	# The metadata no longer vouches for the disk: no consistent flag, generation 0, so a
+	# restart could only make it the target of a full resync.
+	local md
+	md=$("$HAKCTL" --config "$WORK/alpha.conf" --node alpha dump-md db 2>&1) || fail "dump-md: $md"
+	assert_contains "$(grep '^gen current' <<<"$md")" "0000000000000000" "alpha's persisted generation"
+	assert_not_contains "$(grep '^flags' <<<"$md")" "CONSISTENT" "alpha's persisted flags"
+	assert_not_contains "$(grep '^flags' <<<"$md")" "UPTODATE" "alpha's persisted flags"
 	log "hook: $(head -n 1 "$WORK/hook.out")"
 
 	# 2. Nothing lost: through alpha (forwarded reads) and on beta's disk.
