@@ -28,8 +28,6 @@
 #include "repl_int.h"
 #include "volume.h"
 
-#define ATTACH_WINDOW 8u /* runs in flight */
-
 static void pull_free(struct pull_op *op)
 {
 	buf_put(op->buf, op->len);
@@ -55,6 +53,11 @@ bool attach_overlaps(const struct repl *r, uint64_t off, uint64_t len)
 bool repl_attaching(const struct repl *r)
 {
 	return r->pull_bm != NULL;
+}
+
+bool repl_peer_serves(const struct repl *r)
+{
+	return r->connected && r->peer_disk == DISK_UPTODATE && r->link == LINK_CONNECTED;
 }
 
 bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len)

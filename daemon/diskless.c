@@ -378,7 +378,7 @@ void diskless_read_req(struct repl *r, const struct wire_hdr *h, uint8_t *payloa
 	struct wire_io io;
 	int rc = wire_io_decode(h, payload, volume_size(r->p.vol), 512, &io, why, sizeof(why));
 	buf_put(payload, h->len);
-	if (rc < 0 || r->role == ROLE_PRIMARY || r->rserve_count >= RREAD_SLOTS) {
+	if (rc < 0 || r->role == ROLE_PRIMARY || r->rserve_count >= RREAD_SLOTS + ATTACH_WINDOW) {
 		if (rc == 0)
 			snprintf(why, sizeof(why), "%s",
 			         r->role == ROLE_PRIMARY

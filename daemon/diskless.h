@@ -25,7 +25,10 @@ struct repl;
 struct wire_hdr;
 struct hak_volume_cfg;
 
-#define RREAD_SLOTS 256u /* forwarded read chunks in flight, each side */
+/* Forwarded read chunks in flight (at most WIRE_READ_MAX each: 64 MiB of buffers); the attach
+ * pull keeps ATTACH_WINDOW more. The serving side accepts no more than both together. */
+#define RREAD_SLOTS   64u
+#define ATTACH_WINDOW 8u
 
 /*
  * Whether a failed request means the disk is failing (EIO, ENXIO, ENODEV, ENOMEDIUM, EROFS,

@@ -383,6 +383,13 @@ static json_t *cmd_disk(void *ctx, json_t *req, char *err, size_t errlen)
 		return NULL;
 	}
 	if (strcmp(cmd, "detach") == 0) {
+		if (!volume_diskless(v) && !repl_peer_serves(r)) {
+			snprintf(err, errlen,
+			         "Volume %s keeps its disk: without a connected UpToDate peer, "
+			         "detaching it would leave no copy to serve from.",
+			         volume_name(v));
+			return NULL;
+		}
 		if (volume_detach(v, 0, "the operator detached it") < 0) {
 			snprintf(err, errlen, "Detaching volume %s failed: %s.", volume_name(v),
 			         strerror(errno));

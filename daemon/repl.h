@@ -82,6 +82,8 @@ void repl_adopt(struct repl *r, struct vol_io *vio);
  * peer (attach.c). While that runs, reads of blocks not pulled yet go to the peer. */
 int repl_attach(struct repl *r, char *err, size_t errlen);
 bool repl_attaching(const struct repl *r);
+/* The peer is connected with an UpToDate disk: it can serve for a detached one. */
+bool repl_peer_serves(const struct repl *r);
 /* The attached disk does not hold [off, off+len) yet. */
 bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len);
 

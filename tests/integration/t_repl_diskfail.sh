@@ -13,6 +13,9 @@
 #      file, misses nothing;
 #   3. with the fault removed, 'hakctl attach' pulls the whole volume back while a second storm
 #      runs; alpha ends UpToDate, both copies are byte-identical and hold the whole ledger.
+# async: the same storm and fault in async mode (writes acknowledged before the peer had them
+#   must still reach it; writes after the detach wait for the peer); then, with the peer
+#   disconnected, a Diskless primary has no copy left and answers EIO.
 # pass-on: the same fault makes a client's write fail with EIO, the disk stays attached (UpToDate)
 #   and the hook runs with policy pass-on.
 # shellcheck source=tests/integration/lib.sh
@@ -99,18 +102,19 @@ run_passon() {
 	log "pass-on: the client got EIO ($errs I/O errors counted), the disk stayed UpToDate"
 }
 
-run_detach() {
+# storm_with_fault MODE SECONDS: a pair in MODE with alpha primary on the faulty store; a ledger
+# storm of SECONDS on alpha with the fault injected after 2 s. Sets ACKED.
+storm_with_fault() {
 	hook_setup
-	PAIR_BLANK=1 pair_setup sync $SIZE
+	PAIR_BLANK=1 pair_setup "$1" $SIZE
 	pair_report_logs
 	faulty_backing
 	wait_synced 30
 	hk alpha primary db >/dev/null || fail "promoting alpha failed"
 	wait_repl beta peer_role primary 10
 
-	# 1. Storm, fault mid-storm.
 	"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$L" --qd 16 --blocks $BLOCKS \
-		--seconds 8 >"$WORK/w1.out" 2>"$WORK/w1.err" &
+		--seconds "$2" >"$WORK/w1.out" 2>"$WORK/w1.err" &
 	local w=$!
 	track_pid $w
 	wait_for "grep -q 'storms blocks' '$WORK/w1.err'" 10 || fail "the writer did not start: $(cat "$WORK/w1.err")"
@@ -124,13 +128,11 @@ run_detach() {
 	log "storm 1: $line"
 	assert_eq "$(field_before "$line" failed)" 0 "writes that failed across the detach"
 	assert_contains "$line" "stopped: time limit" "why the storm stopped"
-	local acked
-	acked=$(field_before "$line" "writes acknowledged")
-	((acked > 1000)) || fail "only $acked writes were acknowledged"
+	ACKED=$(field_before "$line" "writes acknowledged")
+	((ACKED > 1000)) || fail "only $ACKED writes were acknowledged"
 	assert_contains "$(repl alpha detach_reason)" "EIO" "alpha's detach reason"
 	assert_eq "$(repl beta peer_disk)" Diskless "beta's view of alpha's disk"
-	grep -q '^detach volume:db disk:UpToDate->Diskless' "$WORK/alpha.log" ||
-		grep -q 'detach volume:db disk:UpToDate->Diskless' "$WORK/alpha.log" ||
+	grep -Eq 'detach volume:db disk:UpToDate->Diskless reason:[a-z-]+-error-EIO' "$WORK/alpha.log" ||
 		fail "no detach event in alpha's log"
 	wait_for "grep -q 'detach' '$WORK/hook.out' 2>/dev/null" 10 || fail "the local-io-error hook did not run"
 	log "alpha: $(grep -m 1 'Detached the backing store' "$WORK/alpha.log")"
@@ -141,6 +143,29 @@ run_detach() {
 	assert_contains "$(grep '^gen current' <<<"$md")" "0000000000000000" "alpha's persisted generation"
 	assert_not_contains "$(grep '^flags' <<<"$md")" "CONSISTENT" "alpha's persisted flags"
 	assert_not_contains "$(grep '^flags' <<<"$md")" "UPTODATE" "alpha's persisted flags"
+}
+
+run_async() {
+	storm_with_fault async 5
+	wait_repl alpha in_flight_writes 0 20
+	verify_clean --uri "$(node_uri alpha)"
+	verify_clean --file "$(backing beta)"
+	# Without the peer there is no copy left: EIO, and the disk stays Diskless.
+	hk alpha disconnect db >/dev/null || fail "disconnect on alpha failed"
+	wait_repl alpha link StandAlone 10
+	local out rc=0
+	out=$(qemu-io -f raw -c "read 0 4k" "$(node_uri alpha)" 2>&1) || rc=$?
+	assert_contains "$out" "Input/output error" "a read of a Diskless primary without its peer"
+	out=$(qemu-io -f raw -c "write -P 0x11 0 4k" "$(node_uri alpha)" 2>&1) || rc=$?
+	assert_contains "$out" "Input/output error" "a write of a Diskless primary without its peer"
+	assert_eq "$(repl alpha disk)" Diskless "alpha's disk without the peer"
+	out=$(hk alpha attach db 2>&1) && fail "attach without the peer succeeded: $out"
+	assert_contains "$out" "must be connected and UpToDate" "attach without the peer"
+	log "async: $ACKED writes across the fault, 0 failed; without the peer: EIO"
+}
+
+run_detach() {
+	storm_with_fault sync 6
 	log "hook: $(head -n 1 "$WORK/hook.out")"
 
 	# 2. Nothing lost: through alpha (forwarded reads) and on beta's disk.
@@ -153,7 +178,7 @@ run_detach() {
 	# 3. Repair and attach under a second storm.
 	rm -f "$WORK/inject"
 	"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$L" --qd 16 --blocks $BLOCKS \
-		--seconds 5 >"$WORK/w2.out" 2>"$WORK/w2.err" &
+		--seconds 4 >"$WORK/w2.out" 2>"$WORK/w2.err" &
 	w=$!
 	track_pid $w
 	wait_for "grep -q 'storms blocks' '$WORK/w2.err'" 10 || fail "the second writer did not start"
@@ -178,14 +203,14 @@ run_detach() {
 	b=$(sha256sum <"$(backing beta)")
 	assert_eq "$a" "$b" "sha256 of alpha's re-attached disk vs beta's"
 	verify_clean --file "$WORK/alpha.real"
-	log "detach: $acked writes across the fault, 0 failed; attach resynced $SIZE bytes; copies equal"
+	log "detach: $ACKED writes across the fault, 0 failed; attach resynced $SIZE bytes; copies equal"
 }
 
 if [[ -n ${DISKFAIL_CASE:-} ]]; then
 	"run_$DISKFAIL_CASE"
 	exit 0
 fi
-for c in detach passon; do
+for c in detach async passon; do
 	t0=$(date +%s.%N)
 	DISKFAIL_CASE=$c bash "$0" || fail "case $c failed"
 	log "case $c passed in $(elapsed_since "$t0") s"
