@@ -47,6 +47,8 @@ static void usage(FILE *f)
 	    "  primary VOL [--force]      promote (--force: also an Inconsistent/Outdated disk)\n"
 	    "  secondary VOL              demote (refused while NBD clients are connected)\n"
 	    "  connect VOL | disconnect VOL\n"
+	    "  detach VOL | attach VOL    drop the backing store (I/O goes through the peer), or\n"
+	    "                             take it back and resync it fully from the peer\n"
 	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
 	    "  verify VOL                 compare both copies block by block (progress in status)\n"
 	    "  resync VOL                 resync the blocks marked out of sync (e.g. by verify)\n"
@@ -371,6 +373,29 @@ static int cmd_group(const struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* detach VOL / attach VOL: drop the backing store, or take it back and resync it fully. */
+static int cmd_disk(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	if (argc != 2 || argv[1][0] == '-') {
+		fprintf(stderr,
+		        "hakctl %s: name the volume and nothing else, e.g. 'hakctl %s db'.\n",
+		        argv[0], argv[0]);
+		return EXIT_USAGE;
+	}
+	json_t *req = json_pack("{s:s, s:s}", "cmd", argv[0], "volume", argv[1]);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s: %s done; %s\n", argv[1], argv[0],
+	       json_is_true(json_object_get(resp, "diskless"))
+	           ? "the disk is Diskless, I/O goes through the peer"
+	           : "the disk is attached and resyncs from the peer");
+	json_decref(resp);
+	return 0;
+}
+
 static int events_connect(const struct cli *c)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -660,7 +685,7 @@ static const struct {
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
     {"group", cmd_group},    {"events", cmd_events},       {"verify", cmd_role},
-    {"resync", cmd_role},
+    {"resync", cmd_role},    {"attach", cmd_disk},         {"detach", cmd_disk},
 };
 
 int main(int argc, char **argv)

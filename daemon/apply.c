@@ -38,6 +38,12 @@ static bool apply_blocked(const struct repl *r, const struct apply *a, const str
 	return false;
 }
 
+bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len)
+{
+	struct apply probe = {.off = off, .len = (uint32_t)len};
+	return apply_blocked(r, &probe, NULL);
+}
+
 static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 {
 	uint8_t b[WIRE_ACK_SIZE];
@@ -126,6 +132,7 @@ static void apply_done(struct io_req *req)
 	}
 	barriers_progress(r);
 	verify_pump(r);
+	diskless_apply_progress(r);
 }
 
 static void apply_start(struct repl *r, struct apply *a)

@@ -59,6 +59,19 @@ static int enum_io_kind(const char *s, void *field)
 	return io_kind_parse(s, field);
 }
 
+static int enum_io_error(const char *s, void *field)
+{
+	static const char *const names[] = {"detach", "pass-on"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcmp(s, names[i]) == 0) {
+			enum hak_io_error_policy p = (enum hak_io_error_policy)i;
+			memcpy(field, &p, sizeof(p));
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static int enum_mode(const char *s, void *field)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
@@ -238,6 +251,10 @@ static const struct conf_key volume_keys[] = {
      .doc = "the block hash of online verify and checksum-based resync"},
     {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), enum_csums, "no, yes, after-crash",
      .doc = "whether a resync first compares block hashes and sends only what differs"},
+    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), enum_io_error, "detach, pass-on",
+     .doc = "what a failed request of the backing store does"},
+    {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
+     .doc = "the program run when the backing store fails a request"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -1073,6 +1090,7 @@ void config_free(struct hak_config *cfg)
 		free(v->meta_path);
 		free(v->sb_discard_node);
 		free(v->sb_hook);
+		free(v->local_io_error_hook);
 	}
 	for (size_t i = 0; i < cfg->n_nodes; i++) {
 		free(cfg->nodes[i].name);

@@ -78,6 +78,12 @@ enum hak_csums {
 	HAK_CSUMS_AFTER_CRASH, /* only the full resync owed to a primary that crashed */
 };
 
+/* What a volume does when its backing store fails a request ("on-io-error"). */
+enum hak_io_error_policy {
+	HAK_IOERR_DETACH = 0, /* drop the disk, go Diskless, serve through the peer (default) */
+	HAK_IOERR_PASS_ON,    /* return the error to the client, keep the disk */
+};
+
 /* One server of the replication pair. */
 struct hak_node_cfg {
 	char *name;     /* the block's NAME */
@@ -126,7 +132,9 @@ struct hak_volume_cfg {
 	unsigned verify_alg;        /* "verify-alg" crc32c|sha256 (enum hash_alg, default crc32c):
 	                             * the block hash of online verify and checksum resync */
 	enum hak_csums csums;       /* "csums" no|yes|after-crash (default no) */
-	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
+	enum hak_io_error_policy on_io_error; /* "on-io-error" detach|pass-on (default detach) */
+	char *local_io_error_hook; /* "local-io-error-hook": program run on a disk error, or NULL */
+	unsigned line;             /* line of the "volume" keyword, for later diagnostics */
 };
 
 struct hak_config {

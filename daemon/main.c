@@ -374,6 +374,42 @@ static json_t *cmd_role(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "role", repl_role_name(repl_role(r)));
 }
 
+/* hakctl detach / attach: the operator's side of on-io-error detach. */
+static json_t *cmd_disk(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct hakd *d = ctx;
+	ssize_t i = cmd_volume(d, req, err, errlen);
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	if (i < 0)
+		return NULL;
+	struct repl *r = d->repls[i];
+	struct volume *v = d->vols[i];
+	if (repl_role(r) != ROLE_PRIMARY) {
+		snprintf(err, errlen,
+		         "Volume %s is secondary: this version detaches and attaches the disk of "
+		         "a primary only.",
+		         volume_name(v));
+		return NULL;
+	}
+	if (strcmp(cmd, "detach") == 0) {
+		if (!volume_diskless(v) && !repl_peer_serves(r)) {
+			snprintf(err, errlen,
+			         "Volume %s keeps its disk: without a connected UpToDate peer, "
+			         "detaching it would leave no copy to serve from.",
+			         volume_name(v));
+			return NULL;
+		}
+		if (volume_detach(v, 0, "the operator detached it") < 0) {
+			snprintf(err, errlen, "Detaching volume %s failed: %s.", volume_name(v),
+			         strerror(errno));
+			return NULL;
+		}
+	} else if (repl_attach(r, err, errlen) < 0) {
+		return NULL;
+	}
+	return json_pack("{s:b}", "diskless", volume_diskless(v));
+}
+
 static void role_changed(void *ctx, enum repl_role role)
 {
 	struct vol_slot *sl = ctx;
@@ -498,6 +534,9 @@ static int hakd_start(struct hakd *d)
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
 		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
 			return -1;
+	if (control_register(d->ctl, "detach", cmd_disk, d) < 0 ||
+	    control_register(d->ctl, "attach", cmd_disk, d) < 0)
+		return -1;
 	return 0;
 }
 

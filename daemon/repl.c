@@ -122,7 +122,13 @@ int repl_write_sb(struct repl *r)
 	r->sb.flags = f;
 	r->sb.bits_set = bitmap_count(r->bm);
 	snprintf(r->sb.node, sizeof(r->sb.node), "%s", r->p.self->name);
-	if (meta_write_sb(r->meta, &r->sb) < 0) {
+	struct meta_sb out = r->sb;
+	/* A detached disk, or one still being pulled back, holds no generation: after a restart
+	 * the handshake finds a fresh disk and resyncs all of it (rule self-fresh). In memory the
+	 * generation stays, so a Diskless primary keeps matching its peer. */
+	if (r->disk == DISK_DISKLESS || r->pull_bm)
+		out.gen_current = 0;
+	if (meta_write_sb(r->meta, &out) < 0) {
 		repl_log(r, LOG_LVL_ERR, "Writing the metadata superblock failed: %s.",
 		         strerror(errno));
 		return -1;
@@ -220,21 +226,23 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	r->next_id++;
 	r->pend_count++;
 	vio->rid = id;
-	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER) {
+	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
+		r->async_bytes += p->len;
+	/* A diskless primary has no local copy: even in async mode the write waits for the peer. */
+	bool local_copy = r->mode == MODE_ASYNC && p->type != WIRE_BARRIER && !vio->remote_only;
+	if (local_copy) {
 		/* The client is answered before the peer has the data: keep our own copy. */
 		if (p->type == WIRE_DATA) {
 			p->copy = buf_get(p->len);
 			if (p->copy)
 				memcpy(p->copy, vio->buf, p->len);
 		}
-		r->async_bytes += p->len;
 		p->vio = NULL;
 	} else {
 		p->vio = vio;
 		vio->peer_wait = true;
 	}
-	if ((p->type == WIRE_DATA && r->mode == MODE_ASYNC && !p->copy) ||
-	    pend_send(r, p, id, vio) < 0) {
+	if ((p->type == WIRE_DATA && local_copy && !p->copy) || pend_send(r, p, id, vio) < 0) {
 		/* Out of memory: the bitmap remembers the block; the request must not wait. */
 		if (p->type != WIRE_BARRIER)
 			bitmap_set_range(r->bm, p->off, p->len);
@@ -285,7 +293,8 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 	vio->rnext = NULL;
 	if (vio->op != VOL_FLUSH)
 		verify_note_write(r, vio->off, vio->len);
-	if (vio->op != VOL_FLUSH && resync_overlaps(r, vio->off, vio->len)) {
+	if (vio->op != VOL_FLUSH &&
+	    (resync_overlaps(r, vio->off, vio->len) || attach_overlaps(r, vio->off, vio->len))) {
 		/* A resync read of these blocks is in flight: its data must reach the peer first,
 		 * or the peer would end with the older copy. */
 		vio->rnext = r->deferred;
@@ -313,7 +322,7 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 			bitmap_set_range(r->bm, vio->off, vio->len);
 		return 0;
 	}
-	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC)
+	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC && !vio->remote_only)
 		return 0; /* async: a flush is local; the peer flushes at its own barriers */
 	if (r->wait_head || !pend_start(r, vio)) {
 		/* Out of slots: backpressure on the client. Keep it off the active list until it
@@ -349,6 +358,8 @@ void repl_local_done(struct repl *r, struct vol_io *vio)
 		if (r->resync_running)
 			resync_pump(r);
 		verify_pump(r);
+		if (r->pull_bm)
+			attach_pump(r);
 	}
 }
 
@@ -360,7 +371,8 @@ static void deferred_pump(struct repl *r)
 	while (list) {
 		struct vol_io *vio = list;
 		list = vio->rnext;
-		if (resync_overlaps(r, vio->off, vio->len)) {
+		if (resync_overlaps(r, vio->off, vio->len) ||
+		    attach_overlaps(r, vio->off, vio->len)) {
 			vio->rnext = keep;
 			keep = vio;
 			continue;
@@ -386,7 +398,7 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 		return;
 	}
 	if (type == WIRE_RECV_ACK) {
-		if (r->mode == MODE_MEMSYNC && p->vio) {
+		if (r->mode == MODE_MEMSYNC && p->vio && !p->vio->remote_only) {
 			struct vol_io *vio = p->vio;
 			p->vio = NULL;
 			volume_peer_done(vio);
@@ -407,9 +419,38 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 	struct vol_io *vio = p->vio;
 	p->vio = NULL;
 	pend_release(r, p);
-	if (vio)
+	if (vio) {
+		vio->peer_acked = status == 0;
 		volume_peer_done(vio);
+	}
 	wait_queue_pump(r);
+}
+
+void repl_adopt(struct repl *r, struct vol_io *vio)
+{
+	if (vio->rid == UINT64_MAX) {
+		/* Never sent: an async flush (local only until now) gets its barrier; a write the
+		 * peer never saw is lost with the disk (peer_acked stays false: EIO). */
+		if (vio->op == VOL_FLUSH && replicating(r) && !r->wait_head)
+			pend_start(r, vio);
+		return;
+	}
+	struct pend *p = pend_of(r, vio->rid);
+	if (p) {
+		/* Still unacknowledged: wait for the peer's write, not for its receipt. */
+		if (p->vio != vio) {
+			p->vio = vio;
+			vio->peer_wait = true;
+		}
+		return;
+	}
+	/* The slot is gone: acknowledged, or failed into the bitmap when the link dropped. A
+	 * clear bitmap range means the peer has it. */
+	if (!vio->peer_acked && vio->op != VOL_FLUSH && vio->len > 0) {
+		uint32_t bs = r->sb.bitmap_block_size;
+		uint64_t first = vio->off / bs, last = (vio->off + vio->len - 1) / bs;
+		vio->peer_acked = bitmap_find_next_set(r->bm, first) > last;
+	}
 }
 
 /* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete. */
@@ -515,6 +556,34 @@ void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
 	repl_drop_connection(r, NULL);
 }
 
+/*
+ * One side is Diskless: there is nothing to resync (the diskless side has no disk to write), the
+ * diskful side must hold the current generation, UpToDate, so it can serve for both. Returns true
+ * when the connection may go on.
+ */
+static bool diskless_accept(struct repl *r, const struct wire_hello *h, const char *lg,
+                            const char *pg)
+{
+	bool self_less = r->disk == DISK_DISKLESS;
+	enum repl_disk full = self_less ? (enum repl_disk)h->disk : r->disk;
+	enum diskless_verdict v =
+	    diskless_handshake(r->disk, h->disk, r->sb.gen_current, h->gen[0]);
+	if (v == DL_BOTH_DISKLESS) {
+		repl_refuse(r, false, "both nodes are Diskless: no copy of the data is attached.");
+		return false;
+	}
+	if (v != DL_ACCEPT) {
+		repl_refuse(r, false,
+		            "%s is Diskless and %s holds %s data of %s generation (local %s, peer "
+		            "%s): no node can serve the volume.",
+		            self_less ? "this node" : "the peer",
+		            self_less ? "the peer" : "this node", disk_names[full],
+		            h->gen[0] == r->sb.gen_current ? "the same" : "another", lg, pg);
+		return false;
+	}
+	return true;
+}
+
 static void handshake_complete(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
@@ -535,6 +604,13 @@ static void handshake_complete(struct repl *r)
 	if (r->role == ROLE_PRIMARY && r->peer_role == ROLE_PRIMARY) {
 		splitbrain_handle(r, true, "both-primary", lg, pg);
 		return;
+	}
+	if (r->disk == DISK_DISKLESS || h->disk == WIRE_DISK_DISKLESS) {
+		if (!diskless_accept(r, h, lg, pg))
+			return;
+		d = GEN_NO_SYNC;
+		rule = GEN_RULE_EQUAL;
+		local.bitmap = 0;
 	}
 	switch (d) {
 	case GEN_SPLIT_BRAIN:
@@ -772,6 +848,12 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 	case WIRE_RS_IN_SYNC:
 		csum_frame(r, h, payload);
 		return;
+	case WIRE_READ_REQ:
+		diskless_read_req(r, h, payload);
+		return;
+	case WIRE_READ_REPLY:
+		diskless_read_reply(r, h, payload);
+		return;
 	default:
 		buf_put(payload, h->len);
 		repl_drop_connection(r, "the peer sent a frame type this version does not handle");
@@ -878,10 +960,13 @@ void repl_drop_connection(struct repl *r, const char *why)
 	r->data_paused = false;
 	resync_stop(r);
 	verify_stop(r);
+	diskless_conn_lost(r);
 	if (r->role == ROLE_PRIMARY) {
 		pend_fail_all(r);
 		wait_queue_pump(r);
-		if (was) {
+		/* A diskless primary writes nothing while the peer is away (every write fails): the
+		 * peer's copy stays current, and its generation with it. */
+		if (was && r->disk != DISK_DISKLESS) {
 			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs).
 			 */
 			struct gen_ids g = repl_gen_local(r);
@@ -1271,6 +1356,10 @@ json_t *repl_status_json(const struct repl *r)
 		                              "bytes_equal", (json_int_t)r->last_rs.equal,
 		                              "bytes_holes", (json_int_t)r->last_rs.holes,
 		                              "seconds", r->last_rs.seconds));
+	if (o && r->detach_reason[0])
+		json_object_set_new(o, "detach_reason", json_string(r->detach_reason));
+	if (o)
+		json_object_set_new(o, "remote_reads", json_integer((json_int_t)r->remote_reads));
 	return o;
 }
 
@@ -1418,6 +1507,7 @@ void repl_destroy(struct repl *r)
 	if (!r)
 		return;
 	repl_shutdown(r);
+	diskless_destroy(r);
 	meta_flush_bitmap(r->meta, r->bm);
 	/* A clean stop: the bitmap on disk is complete. An earlier crash as primary stays recorded
 	 * (repl_write_sb) until a resync settles it. */

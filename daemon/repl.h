@@ -66,6 +66,27 @@ int repl_submit(struct repl *r, struct vol_io *vio);
 /* The local I/O of vio finished. */
 void repl_local_done(struct repl *r, struct vol_io *vio);
 
+/*
+ * The local disk is gone (volume.c detached it, reason says why): record Diskless in the
+ * metadata, tell the peer, stop a resync this node sources.
+ */
+void repl_detached(struct repl *r, const char *reason);
+/* A diskless primary's read: forwarded to the peer. 0 (volume_remote_read_done follows), or -1
+ * with errno EIO when the peer cannot serve it (not connected, not UpToDate, range out of sync). */
+int repl_remote_read(struct repl *r, struct vol_io *vio);
+/* The local side of a replicated write failed: make its completion wait for the peer's write
+ * acknowledgement (vio->peer_acked) instead. */
+void repl_adopt(struct repl *r, struct vol_io *vio);
+
+/* hakctl attach: reopen the backing store of a Diskless primary and pull all of it from the
+ * peer (attach.c). While that runs, reads of blocks not pulled yet go to the peer. */
+int repl_attach(struct repl *r, char *err, size_t errlen);
+bool repl_attaching(const struct repl *r);
+/* The peer is connected with an UpToDate disk: it can serve for a detached one. */
+bool repl_peer_serves(const struct repl *r);
+/* The attached disk does not hold [off, off+len) yet. */
+bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len);
+
 /* Operator commands. 0, or -1 with a sentence in err. */
 int repl_promote(struct repl *r, bool force, char *err, size_t errlen);
 int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen);

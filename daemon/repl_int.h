@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "diskless.h"
 #include "gen.h"
 #include "io.h"
 #include "meta.h"
@@ -74,6 +75,38 @@ struct rs_op {
 	uint8_t *buf;
 	uint8_t *hashes; /* checksum resync: the target's hashes of the run */
 	struct io_extent map[1];
+	struct io_req io;
+	struct outq_item item;
+};
+
+/* Primary, diskless: one read chunk forwarded to the peer. */
+struct rread {
+	uint64_t id; /* valid while vio != NULL */
+	struct vol_io *vio;
+	uint32_t len;
+	uint8_t *dst;
+};
+
+/* Primary, attach: one run pulled from the peer (requested, then written locally). */
+#define ATTACH_ID_BIT (UINT64_C(1) << 63)
+struct pull_op {
+	struct pull_op *next;
+	struct repl *r;
+	uint64_t id, off;
+	uint32_t len;
+	bool writing, orphan;
+	uint8_t *buf;
+	struct io_req io;
+};
+
+/* Secondary: one READ_REQ being served. */
+struct rserve {
+	struct rserve *next;
+	struct repl *r;
+	uint64_t id, off, conn_seq;
+	uint32_t len;
+	int status;
+	uint8_t *buf;
 	struct io_req io;
 	struct outq_item item;
 };
@@ -176,6 +209,22 @@ struct repl {
 	} last_rs; /* the last resync this node finished as source */
 
 	struct verify *vf; /* online verify and the hash responder (verify.c) */
+	/* Disk failure (diskless.c). */
+	char detach_reason[192];
+	struct rread rread[RREAD_SLOTS];
+	unsigned rread_count;
+	uint64_t rread_next_id;
+	struct vol_io *rread_head, *rread_tail; /* waiting for a slot */
+	uint64_t remote_reads;                  /* chunks the peer served */
+	struct rserve *rserve_wait;             /* behind overlapping applies, arrival order */
+	unsigned rserve_count;                  /* reading or waiting */
+
+	/* Attach (attach.c): blocks the re-attached disk still lacks, runs being pulled. */
+	struct bitmap *pull_bm;
+	struct pull_op *pulls;
+	unsigned pull_count;
+	uint64_t pull_cursor, pull_next_id, pull_done_bytes;
+	double pull_start;
 };
 
 /* repl.c */
@@ -201,6 +250,13 @@ void splitbrain_shutdown(struct repl *r);
 void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void barrier_frame(struct repl *r, uint64_t id);
 void apply_drop_waiting(struct repl *r);
+bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len);
+
+/* attach.c */
+bool attach_overlaps(const struct repl *r, uint64_t off, uint64_t len);
+void attach_pump(struct repl *r);
+void attach_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
+void attach_abort(struct repl *r);
 
 /* resync.c */
 void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,

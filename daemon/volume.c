@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "diskless.h"
 #include "log.h"
 #include "repl.h"
 
@@ -24,6 +25,9 @@ struct volume {
 	bool blockdev;
 	struct vol_stats st;
 	struct repl *repl;
+	bool diskless;     /* detached: no local I/O, everything through the peer */
+	int stale_fd;      /* the detached backing store's fd, closed at attach or close */
+	double passon_log; /* rate limit of pass-on error lines */
 };
 
 /* Shared by every volume for the write-zeroes fallback; never written to. */
@@ -50,6 +54,7 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 		goto out;
 	v->cfg = cfg;
 	v->io = io;
+	v->stale_fd = -1;
 	v->fd = open(cfg->backing, flags);
 	if (v->fd < 0) {
 		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot open backing store %s: %s.",
@@ -94,20 +99,31 @@ int volume_close(struct volume *vol)
 	int rc = 0;
 	if (!vol)
 		return 0;
-	if (!vol->cfg->read_only && fdatasync(vol->fd) < 0) {
+	if (!vol->cfg->read_only && !vol->diskless && fdatasync(vol->fd) < 0) {
 		log_vol(LOG_LVL_ERR, vol->cfg->name, NULL, "Final fdatasync of %s failed: %s.",
 		        vol->cfg->backing, strerror(errno));
 		rc = -1;
 	}
 	close(vol->fd);
+	if (vol->stale_fd >= 0)
+		close(vol->stale_fd);
 	free(vol);
 	return rc;
+}
+
+static bool vol_is_write(const struct vol_io *vio)
+{
+	return vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO ||
+	       vio->op == VOL_FLUSH;
 }
 
 static void vol_finish(struct vol_io *vio)
 {
 	struct volume *v = vio->vol;
 	int err = vio->local_err;
+	/* Without a local disk a write exists only where the peer confirmed it. */
+	if (vio->remote_only && vol_is_write(vio))
+		err = vio->peer_acked ? 0 : EIO;
 	vio->err = err;
 	v->st.in_flight--;
 	if (err)
@@ -119,8 +135,18 @@ static void vol_finish(struct vol_io *vio)
 	vio->done(vio);
 }
 
+static bool vol_disk_error(struct vol_io *vio, int err);
+
 static void vol_complete(struct vol_io *vio, int err)
 {
+	/* Errors of the backing store (not of the peer: remote reads are remote_only reads). */
+	if (err && (!vio->remote_only || vol_is_write(vio)) && vol_disk_error(vio, err))
+		return; /* continues through the peer */
+	if (vio->vol->diskless && vol_is_write(vio) && !vio->remote_only) {
+		/* Finished locally after the detach: the local disk no longer counts. */
+		vio->remote_only = true;
+		repl_adopt(vio->vol->repl, vio);
+	}
 	vio->local_done = true;
 	vio->local_err = err;
 	if (vio->vol->repl)
@@ -250,8 +276,43 @@ static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t 
 	}
 }
 
+/* The request of a detached volume: no local I/O. */
+static void vol_redirect(struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	vio->remote_only = true;
+	switch (vio->op) {
+	case VOL_READ:
+		if (repl_remote_read(v->repl, vio) < 0)
+			vol_complete(vio, EIO);
+		return;
+	case VOL_BLOCK_STATUS:
+		/* The peer's allocation is unknown here: report data, never a false hole. */
+		if (vio->map_max) {
+			vio->map[0].len = vio->len;
+			vio->map[0].hole = 0;
+		}
+		vio->map_count = vio->map_max ? 1 : 0;
+		vol_complete(vio, 0);
+		return;
+	case VOL_CACHE:
+		vol_complete(vio, 0);
+		return;
+	default:
+		repl_adopt(v->repl, vio);
+		vol_complete(vio, 0);
+		return;
+	}
+}
+
 static void vol_start(struct vol_io *vio)
 {
+	struct volume *v = vio->vol;
+	if (v->diskless || ((vio->op == VOL_READ || vio->op == VOL_BLOCK_STATUS) && v->repl &&
+	                    repl_local_stale(v->repl, vio->off, vio->len))) {
+		vol_redirect(vio);
+		return;
+	}
 	switch (vio->op) {
 	case VOL_READ:
 		vol_issue(vio, IO_OP_READ, vio->off, vio->len, vio->buf, 0);
@@ -298,6 +359,11 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	vio->local_done = false;
 	vio->peer_wait = false;
 	vio->local_err = 0;
+	/* While an attached disk resyncs it is no copy yet: writes count once the peer has them. */
+	vio->remote_only = vol->diskless || (vol->repl && repl_attaching(vol->repl));
+	vio->peer_acked = false;
+	vio->rr_pending = 0;
+	vio->rr_err = 0;
 	vol->st.ops[vio->op]++;
 	vol->st.in_flight++;
 	/* Replication first: it may hold the request back (a resync of the same blocks is being
@@ -307,6 +373,87 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 		return 0;
 	vol_start(vio);
 	return 0;
+}
+
+/*
+ * A request of the backing store failed with err. Returns true when the volume detached (or was
+ * detached already) and the request goes on through the peer; false when the error goes to the
+ * client (pass-on, no peer, or not a disk failure).
+ */
+static bool vol_disk_error(struct vol_io *vio, int err)
+{
+	struct volume *v = vio->vol;
+	const struct hak_volume_cfg *c = v->cfg;
+	static const char *const ops[] = {"read", "write", "flush",       "trim",
+	                                  "zero", "cache", "block-status"};
+	if (!diskless_is_disk_error(err))
+		return false;
+	bool detach = v->repl && c->on_io_error == HAK_IOERR_DETACH;
+	if (!v->diskless) {
+		double now = diskless_now();
+		if (detach || now - v->passon_log >= 1.0) {
+			log_vol(LOG_LVL_ERR, c->name, NULL,
+			        "The backing store %s failed a %s of %llu bytes at %llu: %s; %s.",
+			        c->backing, ops[vio->op], (unsigned long long)vio->len,
+			        (unsigned long long)vio->off, strerror(err),
+			        detach ? "detaching it (on-io-error detach)"
+			               : "returning the error to the client (on-io-error pass-on)");
+			v->passon_log = now;
+			diskless_hook_run(c, ops[vio->op], err, detach ? "detach" : "pass-on");
+		}
+		if (!detach)
+			return false;
+		char why[160];
+		snprintf(why, sizeof(why), "%s error %s at offset %llu", ops[vio->op],
+		         diskless_errno_name(err), (unsigned long long)vio->off);
+		volume_detach(v, err, why);
+	}
+	vol_redirect(vio);
+	return true;
+}
+
+int volume_detach(struct volume *vol, int err, const char *why)
+{
+	(void)err;
+	if (vol->diskless)
+		return 0;
+	if (!vol->repl) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	vol->diskless = true;
+	repl_detached(vol->repl, why);
+	return 0;
+}
+
+int volume_attach(struct volume *vol)
+{
+	int flags = (vol->cfg->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	if (!vol->diskless)
+		return 0;
+	if (vol->cfg->direct_io)
+		flags |= O_DIRECT;
+	int fd = open(vol->cfg->backing, flags);
+	if (fd < 0)
+		return -1;
+	/* Requests in flight at the detach may still hold the old descriptor: it stays open until
+	 * the next attach or the close, never reused under them. */
+	if (vol->stale_fd >= 0)
+		close(vol->stale_fd);
+	vol->stale_fd = vol->fd;
+	vol->fd = fd;
+	vol->diskless = false;
+	return 0;
+}
+
+bool volume_diskless(const struct volume *vol)
+{
+	return vol->diskless;
+}
+
+void volume_remote_read_done(struct vol_io *vio, int err)
+{
+	vol_complete(vio, err);
 }
 
 void volume_set_repl(struct volume *vol, struct repl *r)

@@ -53,6 +53,13 @@ struct vol_io {
 	int local_err;
 	uint64_t rid;         /* replication id while tracked by repl.c */
 	struct vol_io *rnext; /* repl.c's lists */
+	/* The local disk failed this request or is detached: the result is the peer's. */
+	bool remote_only;
+	bool peer_acked; /* the peer confirmed this write (or barrier) on its disk */
+	/* A read forwarded to the peer (diskless.c): chunks outstanding, next offset, result. */
+	unsigned rr_pending;
+	uint64_t rr_next;
+	int rr_err;
 };
 
 struct vol_stats {
@@ -82,6 +89,18 @@ void volume_peer_done(struct vol_io *vio);
 void volume_resume(struct vol_io *vio);
 /* Limit the exported size (internal metadata occupies the tail of the backing store). */
 void volume_set_size(struct volume *vol, uint64_t size);
+
+/*
+ * Disk failure (on-io-error detach). volume_detach stops local I/O (every request goes through
+ * the peer from now on); the operator's "hakctl detach" and a failed request both end here.
+ * volume_attach opens the backing store again (the caller then resyncs it from the peer).
+ * 0, or -1 with errno.
+ */
+int volume_detach(struct volume *vol, int err, const char *why);
+int volume_attach(struct volume *vol);
+bool volume_diskless(const struct volume *vol);
+/* A read the peer served for a diskless volume (repl.c / diskless.c): err 0 or an errno. */
+void volume_remote_read_done(struct vol_io *vio, int err);
 
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);

@@ -36,6 +36,8 @@ static const struct {
     [WIRE_VERIFY_REPLY] = {"VERIFY_REPLY", 24 + 4, 24 + 64 * 32, 0},
     [WIRE_CSUM_REQ] = {"CSUM_REQ", 24, 24, 0},
     [WIRE_RS_IN_SYNC] = {"RS_IN_SYNC", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
+    [WIRE_READ_REQ] = {"READ_REQ", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
+    [WIRE_READ_REPLY] = {"READ_REPLY", WIRE_RREPLY_SIZE, WIRE_RREPLY_SIZE + WIRE_READ_MAX, 0},
 };
 
 const char *wire_type_name(uint16_t type)
@@ -225,6 +227,11 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 		         wire_type_name(h->type));
 		return -1;
 	}
+	if (h->type == WIRE_READ_REQ && io->len > WIRE_READ_MAX) {
+		snprintf(err, errlen, "READ_REQ of %u bytes exceeds the limit of %u", io->len,
+		         WIRE_READ_MAX);
+		return -1;
+	}
 	uint64_t want = wire_io_data_off(h) + (payload ? (uint64_t)io->len : 0);
 	if (h->len != want) {
 		snprintf(err, errlen, "%s frame of %u bytes for a %u-byte range (expected %llu)",
@@ -258,4 +265,27 @@ void wire_put_id(uint8_t *out, uint64_t id)
 uint64_t wire_get_id(const uint8_t *in)
 {
 	return nbd_be64(in);
+}
+
+void wire_rreply_encode(uint8_t out[WIRE_RREPLY_SIZE], uint64_t id, uint32_t status)
+{
+	nbd_put64(out, id);
+	nbd_put32(out + 8, status);
+}
+
+int wire_rreply_decode(const struct wire_hdr *h, const uint8_t *in, uint32_t want_len, uint64_t *id,
+                       uint32_t *status, char *err, size_t errlen)
+{
+	*id = nbd_be64(in);
+	*status = nbd_be32(in + 8);
+	uint64_t want = WIRE_RREPLY_SIZE + (*status == 0 ? (uint64_t)want_len : 0);
+	if (h->len != want) {
+		snprintf(err, errlen,
+		         "READ_REPLY %llu of %u bytes with status %u for a %u-byte read "
+		         "(expected %llu)",
+		         (unsigned long long)*id, h->len, *status, want_len,
+		         (unsigned long long)want);
+		return -1;
+	}
+	return 0;
 }

@@ -63,6 +63,14 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 
 /* Where the data starts in a DATA / RS_DATA payload: after the fixed part and the checksum. */
 uint32_t wire_io_data_off(const struct wire_hdr *h);
+/*
+ * READ_REPLY: u64 id, u32 status (0 or an errno of the peer's read), then want_len bytes of data
+ * when status is 0. decode checks the frame length against the read it answers (want_len, which
+ * the caller looked up by id: an unknown id is the caller's error to report).
+ */
+void wire_rreply_encode(uint8_t out[WIRE_RREPLY_SIZE], uint64_t id, uint32_t status);
+int wire_rreply_decode(const struct wire_hdr *h, const uint8_t *in, uint32_t want_len, uint64_t *id,
+                       uint32_t *status, char *err, size_t errlen);
 
 void wire_put_id(uint8_t *out, uint64_t id);
 uint64_t wire_get_id(const uint8_t *in);

@@ -50,7 +50,9 @@ enum wire_type {
 	WIRE_VERIFY_REPLY = 21, /* DATA: the block hashes of a VERIFY_REQ run */
 	WIRE_CSUM_REQ = 22,     /* DATA: checksum resync, the source asks the target for hashes */
 	WIRE_RS_IN_SYNC = 23, /* DATA: checksum resync, these blocks are equal: clear their bits */
-	WIRE_TYPE_MAX = 23,
+	WIRE_READ_REQ = 24, /* DATA: a diskless primary reads a range from the peer (no payload) */
+	WIRE_READ_REPLY = 25, /* DATA: u64 id, u32 status, then the data when status is 0 */
+	WIRE_TYPE_MAX = 25,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
@@ -94,6 +96,9 @@ enum wire_disk {
 /* VERIFY_REQ / CSUM_REQ: u64 id, u64 offset, u32 length, u8 hash alg, 3 zero bytes;
  * VERIFY_REPLY / RS_REQUEST: the same, then one hash per block (daemon/hashrun.h).
  * RS_IN_SYNC: the fixed part of RS_DATA without payload. */
+/* READ_REPLY: fixed part; READ_REQ asks for at most WIRE_READ_MAX bytes. */
+#define WIRE_RREPLY_SIZE 12u
+#define WIRE_READ_MAX    (1u << 20)
 /* STATE: u8 role, u8 disk, u16 reserved. */
 #define WIRE_STATE_SIZE 4u
 

@@ -42,11 +42,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			                    p + h.len)))
 				abort();
 		} else if (h.type == WIRE_DATA || h.type == WIRE_TRIM || h.type == WIRE_ZERO ||
-		           h.type == WIRE_RS_DATA || h.type == WIRE_RS_IN_SYNC) {
+		           h.type == WIRE_RS_DATA || h.type == WIRE_RS_IN_SYNC ||
+		           h.type == WIRE_READ_REQ) {
 			struct wire_io io;
 			if (wire_io_decode(&h, p, vol, 512, &io, err, sizeof(err)) == 0 &&
 			    (io.off > vol || vol - io.off < io.len || io.len == 0 ||
-			     (io.off | io.len) % 512))
+			     (io.off | io.len) % 512 ||
+			     (h.type == WIRE_READ_REQ && io.len > WIRE_READ_MAX)))
+				abort();
+		} else if (h.type == WIRE_READ_REPLY) {
+			/* The length asked is the receiver's: take it from the data itself. */
+			uint64_t id;
+			uint32_t status, want = h.len > WIRE_RREPLY_SIZE ? p[0] * 512u : 0;
+			if (wire_rreply_decode(&h, p, want, &id, &status, err, sizeof(err)) == 0 &&
+			    h.len != WIRE_RREPLY_SIZE + (status == 0 ? want : 0))
 				abort();
 		}
 	}

@@ -163,6 +163,8 @@ static void assert_repl_defaults(const struct hak_volume_cfg *v, const char *met
 	ck_assert_double_eq(v->ping_timeout, HAK_DEFAULT_PING_TIMEOUT);
 	ck_assert_double_eq(v->connect_interval, HAK_DEFAULT_CONNECT_INTVL);
 	ck_assert_uint_eq(v->max_epoch_size, HAK_DEFAULT_MAX_EPOCH);
+	ck_assert_int_eq(v->on_io_error, HAK_IOERR_DETACH);
+	ck_assert_ptr_null(v->local_io_error_hook);
 }
 
 START_TEST(test_defaults)
@@ -271,6 +273,7 @@ static const char repl_text[] =
     "volume w { backing /c; nbd-socket /t; mode memsync; meta-disk /dev/vg/m;"
     " replication-port-offset 0; ping-interval 0.25s; ping-timeout 251ms;"
     " async-buffer 1M; bitmap-block-size 4k; max-epoch-size 1;"
+    " on-io-error pass-on; local-io-error-hook /usr/lib/hak/io-error;"
     " connect-interval 2.000125S }\n"
     "volume x { backing /d; nbd-socket /u; replication-port-offset 57745 }\n";
 
@@ -337,6 +340,9 @@ START_TEST(test_repl_volumes)
 	ck_assert_uint_eq(w->max_epoch_size, 1);
 	ck_assert_uint_eq(w->verify_alg, HASH_CRC32C); /* the defaults */
 	ck_assert_int_eq(w->csums, HAK_CSUMS_NO);
+	ck_assert_int_eq(w->on_io_error, HAK_IOERR_PASS_ON);
+	ck_assert_str_eq(w->local_io_error_hook, "/usr/lib/hak/io-error");
+	ck_assert_int_eq(v->on_io_error, HAK_IOERR_DETACH);
 
 	/* The default metadata path comes from state-dir, even when 'global' is first. */
 	ck_assert_str_eq(cfg->volumes[2].meta_path, "/srv/hak/x.meta");
@@ -521,7 +527,8 @@ static const struct bad_case bad_cases[] = {
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
      "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
      "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, "
-     "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, csums."},
+     "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, csums, "
+     "on-io-error, local-io-error-hook."},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},

@@ -180,6 +180,79 @@ START_TEST(crc_frames)
 }
 END_TEST
 
+START_TEST(read_forward_frames)
+{
+	uint8_t b[WIRE_HDR_SIZE + WIRE_IO_SIZE];
+	struct wire_hdr h;
+	struct wire_io io = {.id = 9, .off = 1 << 20, .len = 65536}, out;
+	uint64_t size = 1ull << 30, id;
+	uint32_t status;
+
+	/* Header: READ_REQ has exactly the fixed part; the unassigned types below it are unknown.
+	 */
+	wire_hdr_encode(b, WIRE_READ_REQ, 0, WIRE_IO_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), 0);
+	ck_assert_str_eq(wire_type_name(WIRE_READ_REQ), "READ_REQ");
+	wire_hdr_encode(b, WIRE_READ_REQ, 0, WIRE_IO_SIZE + 4096);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "READ_REQ frame payload of 4116 bytes"));
+	wire_hdr_encode(b, WIRE_READ_REQ, WIRE_F_FUA, WIRE_IO_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "unknown flags"));
+	/* 18 and 19 are unassigned (20..23 belong to verify and checksum resync). */
+	for (uint16_t t = 18; t < WIRE_VERIFY_REQ; t++) {
+		wire_hdr_encode(b, t, 0, 0);
+		ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+		ck_assert_ptr_nonnull(strstr(err, "unknown frame type"));
+		ck_assert_str_eq(wire_type_name(t), "UNKNOWN");
+	}
+	wire_hdr_encode(b, WIRE_READ_REPLY, 0, WIRE_RREPLY_SIZE + WIRE_READ_MAX + 1);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	wire_hdr_encode(b, WIRE_READ_REPLY, 0, WIRE_RREPLY_SIZE - 1);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+
+	/* READ_REQ range: inside the volume, aligned, at most WIRE_READ_MAX. */
+	h = (struct wire_hdr){.type = WIRE_READ_REQ, .len = WIRE_IO_SIZE};
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), 0);
+	ck_assert(out.id == 9 && out.off == 1 << 20 && out.len == 65536);
+	io.len = WIRE_READ_MAX + 512;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "exceeds the limit"));
+	io.len = 4096;
+	io.off = size;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "outside the volume"));
+	io.off = 4095;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "not aligned"));
+	io.off = 0;
+	io.len = 0;
+	wire_io_encode(b, &io);
+	ck_assert_int_eq(wire_io_decode(&h, b, size, 512, &out, err, sizeof(err)), -1);
+
+	/* READ_REPLY: data only with status 0, exactly the length that was asked. */
+	uint8_t r[WIRE_RREPLY_SIZE];
+	wire_rreply_encode(r, 77, 0);
+	h = (struct wire_hdr){.type = WIRE_READ_REPLY, .len = WIRE_RREPLY_SIZE + 4096};
+	ck_assert_int_eq(wire_rreply_decode(&h, r, 4096, &id, &status, err, sizeof(err)), 0);
+	ck_assert(id == 77 && status == 0);
+	ck_assert_int_eq(wire_rreply_decode(&h, r, 8192, &id, &status, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "expected 8204"));
+	h.len = WIRE_RREPLY_SIZE;
+	ck_assert_int_eq(wire_rreply_decode(&h, r, 4096, &id, &status, err, sizeof(err)), -1);
+	wire_rreply_encode(r, 78, 5);
+	ck_assert_int_eq(wire_rreply_decode(&h, r, 4096, &id, &status, err, sizeof(err)), 0);
+	ck_assert(id == 78 && status == 5);
+	h.len = WIRE_RREPLY_SIZE + 4096; /* an error carries no data */
+	ck_assert_int_eq(wire_rreply_decode(&h, r, 4096, &id, &status, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "status 5"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("wire");
@@ -188,6 +261,7 @@ int main(void)
 	tcase_add_test(t, hello_round_trip);
 	tcase_add_test(t, io_ranges);
 	tcase_add_test(t, crc_frames);
+	tcase_add_test(t, read_forward_frames);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
