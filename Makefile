@@ -99,14 +99,22 @@ deps:
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
 FUZZ_DAEMON := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ -Iinclude -Idaemon $(PKG_CFLAGS) \
-               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FUZZ_OBJ    := $(patsubst daemon/%.c,build/fuzz/obj/%.o,$(FUZZ_DAEMON))
+FUZZ_BASE   := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ -Iinclude -Idaemon $(PKG_CFLAGS) \
+               -fno-sanitize-recover=undefined
+# The daemon's sources are compiled once for all harnesses (instrumented, without libFuzzer's
+# main); only the harness itself links with -fsanitize=fuzzer.
+FUZZ_CFLAGS := $(FUZZ_BASE) -fsanitize=fuzzer,address,undefined
 
 fuzz-build: $(FUZZ_BIN)
 
-build/fuzz/%: tests/fuzz/%.c $(FUZZ_DAEMON) $(wildcard daemon/*.h include/hak/*.h)
+build/fuzz/obj/%.o: daemon/%.c $(wildcard daemon/*.h include/hak/*.h)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_DAEMON) $(LIBS)
+	clang $(FUZZ_BASE) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LIBS)
 
 # make fuzz: build the harnesses and run each for FUZZ_TIME seconds on a scratch corpus.
 FUZZ_TIME ?= 60
