@@ -221,7 +221,9 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
  * resource. nbdfuse is started in its own session so it outlives the script; both steps are
  * idempotent, so a start after a partial start or a restart of hakd picks up what exists. The
  * loop device lets go of the FUSE file a moment after losetup -d returns, so the FUSE unmount
- * is retried for up to 5 s before the stop counts as failed.
+ * is retried for up to 5 s before the stop counts as failed. Loop devices are found through
+ * /sys/block/loopN/loop/backing_file, not losetup -j: that one asks every loop device's backing
+ * file for its attributes, and one left on a dead FUSE file would hang it.
  */
 static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc, char **env)
 {
@@ -232,17 +234,20 @@ static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc
 	    "while [ ! -s \"$1.pid\" ]; do i=$((i+1)); if [ $i -gt 100 ]; then "
 	    "echo \"nbdfuse did not serve $3 on $1 within 10 s:\"; cat \"$1.log\"; exit 1; fi; "
 	    "sleep 0.1; done; fi; "
-	    "dev=$(losetup -j \"$1/disk\" -n -O NAME | head -n 1); "
+	    "dev=; for f in /sys/block/loop*/loop/backing_file; do "
+	    "[ \"$(cat \"$f\" 2>/dev/null)\" = \"$1/disk\" ] && { d=${f#/sys/block/}; "
+	    "dev=/dev/${d%%/*}; break; }; done; "
 	    "[ -n \"$dev\" ] || dev=$(losetup -f --show \"$1/disk\") || exit 1; "
 	    "ln -sfn \"$dev\" \"$2\"";
 	static const char stop_sh[] =
-	    "for dev in $(losetup -j \"$1/disk\" -n -O NAME 2>/dev/null); do "
-	    "losetup -d \"$dev\" || exit 1; done; rm -f \"$2\"; "
+	    "for f in /sys/block/loop*/loop/backing_file; do "
+	    "[ \"$(cat \"$f\" 2>/dev/null)\" = \"$1/disk\" ] || continue; d=${f#/sys/block/}; "
+	    "losetup -d \"/dev/${d%%/*}\" || exit 1; done; rm -f \"$2\"; "
 	    "i=0; while mountpoint -q \"$1\"; do fusermount3 -u \"$1\" 2>/dev/null && break; "
 	    "i=$((i+1)); if [ $i -gt 50 ]; then fusermount3 -u \"$1\"; exit 1; fi; sleep 0.1; done";
 	static const char monitor_sh[] =
-	    "mountpoint -q \"$1\" && [ -b \"$(readlink -f \"$2\")\" ] && "
-	    "losetup -j \"$1/disk\" -n -O NAME | grep -q .";
+	    "mountpoint -q \"$1\" && dev=$(readlink -f \"$2\") && [ -b \"$dev\" ] && "
+	    "[ \"$(cat /sys/block/${dev#/dev/}/loop/backing_file 2>/dev/null)\" = \"$1/disk\" ]";
 	char sh[] = "/bin/sh", c[] = "-c", arg0[] = "hak-attach";
 	char *argv[] = {sh, c, NULL, arg0, rc->directory, rc->link, g->nbd_uri, NULL};
 
