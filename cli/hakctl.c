@@ -22,6 +22,7 @@
 #include <hak/version.h>
 
 #include "config.h"
+#include "al.h"
 #include "meta.h"
 
 enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3 };
@@ -47,6 +48,7 @@ static void usage(FILE *f)
 	    "  resolve VOL --discard-local  after split brain: this node's changes are dropped\n"
 	    "  create-md VOL [--blank] [--force]  write fresh metadata (offline)\n"
 	    "  dump-md VOL                print the metadata (offline)\n"
+	    "  resync VOL pause|resume    hold or release resyncs (either node)\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -188,13 +190,23 @@ static void print_volume(json_t *v)
 	json_t *rs = json_object_get(r, "resync");
 	if (rs) {
 		double eta = json_real_value(json_object_get(rs, "eta_s"));
-		printf("  resync (%s, %s): %.1f%% done, %.1f MiB/s, ETA %s%.0f s\n",
+		double lim = json_real_value(json_object_get(rs, "rate_limit_mbps"));
+		char limit[48] = "no rate limit";
+		if (lim > 0)
+			snprintf(limit, sizeof(limit), "limit %.1f MiB/s", lim);
+		printf("  resync (%s, %s%s): %.1f%% done, %.1f MiB/s, ETA %s%.0f s; %s\n",
 		       json_string_value(json_object_get(rs, "direction")),
 		       json_is_true(json_object_get(rs, "full")) ? "full" : "bitmap",
+		       json_is_true(json_object_get(rs, "paused")) ? ", PAUSED" : "",
 		       json_real_value(json_object_get(rs, "percent")),
 		       json_real_value(json_object_get(rs, "rate_mbps")), eta < 0 ? "unknown " : "",
-		       eta < 0 ? 0.0 : eta);
+		       eta < 0 ? 0.0 : eta, limit);
 	}
+	json_t *al = json_object_get(r, "activity_log");
+	if (al)
+		printf("  activity log: %lld of %lld extents hot, %lld updates written\n",
+		       (long long)geti(al, "hot"), (long long)geti(al, "extents"),
+		       (long long)geti(al, "writes"));
 	if (json_is_true(json_object_get(r, "split_brain")))
 		printf(
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
@@ -453,12 +465,40 @@ static int cmd_dump_md(const struct cli *c, int argc, char **argv)
 	printf("volume %s, metadata %s (%s)\n", argv[1], path,
 	       vc->meta_internal ? "internal" : "external");
 	meta_dump(meta_sb(m), stdout);
+	uint8_t *ring = malloc(META_AL_SIZE);
+	if (ring && meta_read_al(m, ring) == 0)
+		al_dump(ring, meta_sb(m)->size, stdout);
+	else
+		printf("activity log       unreadable: %s\n",
+		       ring ? strerror(errno) : "out of memory");
+	free(ring);
 	rc = 0;
 out:
 	if (m)
 		meta_close(m);
 	config_free(cfg);
 	return rc;
+}
+
+static int cmd_resync(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	if (argc != 3 || (strcmp(argv[2], "pause") != 0 && strcmp(argv[2], "resume") != 0)) {
+		fprintf(stderr,
+		        "hakctl resync: use 'hakctl resync VOL pause' or 'hakctl resync VOL "
+		        "resume'.\n");
+		return EXIT_USAGE;
+	}
+	json_t *req =
+	    json_pack("{s:s, s:s, s:s}", "cmd", "resync", "volume", argv[1], "action", argv[2]);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s: resync %s\n", argv[1],
+	       json_is_true(json_object_get(resp, "resync_paused")) ? "paused" : "resumed");
+	json_decref(resp);
+	return 0;
 }
 
 static const struct {
@@ -468,6 +508,7 @@ static const struct {
     {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
+    {"resync", cmd_resync},
 };
 
 int main(int argc, char **argv)

@@ -365,6 +365,24 @@ static json_t *cmd_role(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "role", repl_role_name(repl_role(r)));
 }
 
+/* {"cmd":"resync", "volume":V, "action":"pause"|"resume"} */
+static json_t *cmd_resync(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct hakd *d = ctx;
+	ssize_t i = cmd_volume(d, req, err, errlen);
+	const char *action = json_string_value(json_object_get(req, "action"));
+	if (i < 0)
+		return NULL;
+	if (!action || (strcmp(action, "pause") != 0 && strcmp(action, "resume") != 0)) {
+		snprintf(err, errlen, "The resync command needs an action, 'pause' or 'resume'.");
+		return NULL;
+	}
+	bool pause = strcmp(action, "pause") == 0;
+	if (repl_resync_pause(d->repls[i], pause, err, errlen) < 0)
+		return NULL;
+	return json_pack("{s:b}", "resync_paused", pause);
+}
+
 static void role_changed(void *ctx, enum repl_role role)
 {
 	struct vol_slot *sl = ctx;
@@ -480,7 +498,8 @@ static int hakd_start(struct hakd *d)
 	}
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
-	    control_register(d->ctl, "version", cmd_version, d) < 0)
+	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
+	    control_register(d->ctl, "resync", cmd_resync, d) < 0)
 		return -1;
 	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
 	                                        "resolve"};

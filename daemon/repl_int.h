@@ -11,6 +11,7 @@
 #include "io.h"
 #include "meta.h"
 #include "repl.h"
+#include "rsctl.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -86,6 +87,8 @@ struct repl {
 	enum repl_link link;
 	enum repl_mode mode;
 	bool crashed_primary;
+	bool al_tail;       /* crashed_primary: the crash tail is in the bitmap (al_io.h) */
+	struct al_io *alio; /* NULL: no activity log */
 	bool want_connect;
 	bool split_brain;
 	char last_refusal[512];
@@ -153,6 +156,8 @@ struct repl {
 	double rs_rate_t;
 	uint64_t bytes_resynced_total;
 	uint64_t resyncs_completed;
+	struct rsctl rsctl; /* rate control of the resync we source */
+	ev_timer rs_timer;  /* the rate limit allows more later */
 };
 
 /* repl.c */
@@ -178,5 +183,10 @@ void resync_stop(struct repl *r);
 bool resync_overlaps(const struct repl *r, uint64_t off, uint64_t len);
 void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status);
 json_t *resync_status_json(const struct repl *r);
+void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+/* The peer paused (true) or resumed its resyncs (WIRE_RS_PAUSE). */
+void resync_peer_pause(struct repl *r, bool paused);
+/* Tell the peer whether this node holds resyncs paused. */
+void resync_send_pause(struct repl *r);
 
 #endif

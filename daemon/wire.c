@@ -30,11 +30,13 @@ static const struct {
     [WIRE_RS_REQUEST] = {"RS_REQUEST", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
     [WIRE_STATE] = {"STATE", WIRE_STATE_SIZE, WIRE_STATE_SIZE, 0},
     [WIRE_RS_DONE] = {"RS_DONE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
+    [WIRE_RS_PAUSE] = {"RS_PAUSE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
 };
 
 const char *wire_type_name(uint16_t type)
 {
-	return type >= 1 && type <= WIRE_TYPE_MAX ? types[type].name : "UNKNOWN";
+	return type >= 1 && type <= WIRE_TYPE_MAX && types[type].name ? types[type].name
+	                                                              : "UNKNOWN";
 }
 
 void wire_hdr_encode(uint8_t out[WIRE_HDR_SIZE], uint16_t type, uint16_t flags, uint32_t len)
@@ -56,7 +58,7 @@ int wire_hdr_decode(const uint8_t in[WIRE_HDR_SIZE], struct wire_hdr *h, char *e
 		         WIRE_MAGIC);
 		return -1;
 	}
-	if (h->type < 1 || h->type > WIRE_TYPE_MAX) {
+	if (h->type < 1 || h->type > WIRE_TYPE_MAX || !types[h->type].name) {
 		snprintf(err, errlen, "unknown frame type %u", h->type);
 		return -1;
 	}

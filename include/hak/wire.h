@@ -43,7 +43,8 @@ enum wire_type {
 	WIRE_RS_REQUEST = 15, /* DATA: the target asks for a range (checksum resync, next issue) */
 	WIRE_STATE = 16,      /* META: role / disk state change */
 	WIRE_RS_DONE = 17,    /* DATA: the source has sent everything */
-	WIRE_TYPE_MAX = 17,
+	WIRE_RS_PAUSE = 19,   /* META: byte 0 is 1: the sender paused resyncs (0: resumed) */
+	WIRE_TYPE_MAX = 19,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */

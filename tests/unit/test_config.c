@@ -469,7 +469,12 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
      "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
-     "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size."},
+     "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, al-extents, "
+     "al-extent-size, resync-rate-max, resync-rate-min, resync-fill-target."},
+    {VOL "\tal-extents 10\n}\n", 4, 13,
+     "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
+     "12292."},
+    {VOL "\tal-extent-size 3M\n}\n", 4, 17, "3M is not a power of two"},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
