@@ -12,6 +12,7 @@
 
 #include "al.h"
 #include "bitmap.h"
+#include "events.h"
 #include "io.h"
 #include "log.h"
 #include "meta.h"
@@ -71,6 +72,7 @@ static int recover_crash(const struct al_io_params *p, const uint8_t *ring, char
 		    "%s The node crashed as primary, so the whole volume is marked out of sync.",
 		    rec.blank ? "The activity log was never written (it was off)." : why);
 		bitmap_set_all(p->bm);
+		events_emit("al-recover", "volume:%s result:unreadable marked:all", p->name);
 	} else {
 		tail_to_bitmap(p, &rec);
 		log_vol(LOG_LVL_NOTICE, p->name, NULL,
@@ -79,6 +81,10 @@ static int recover_crash(const struct al_io_params *p, const uint8_t *ring, char
 		        " more blocks out of sync.",
 		        rec.n_ext, (uint64_t)1 << rec.shift >> 10, rec.seq,
 		        bitmap_count(p->bm) - before);
+		events_emit("al-recover",
+		            "volume:%s result:ok seq:%" PRIu64 " extents:%" PRIu32
+		            " marked_blocks:%" PRIu64,
+		            p->name, rec.seq, rec.n_ext, bitmap_count(p->bm) - before);
 		al_recovered_free(&rec);
 	}
 	if (meta_flush_bitmap(p->meta, p->bm) < 0) {
@@ -184,6 +190,14 @@ out:
 	return rc;
 }
 
+/* The log can no longer be kept: say so once, then every gated write fails. */
+static void al_io_broken(struct al_io *a, const char *why)
+{
+	if (!a->failed)
+		events_emit("al-failed", "volume:%s reason:%s", a->p.name, why);
+	a->failed = true;
+}
+
 static void waiters_fail(struct al_io *a)
 {
 	while (a->wait_head) {
@@ -209,7 +223,7 @@ static void tr_kick(struct al_io *a)
 	slot = al_tr_build(a->al, a->buf, &evicts);
 	/* An extent leaves the hot set on disk: its bitmap bits must be there first. */
 	if (evicts && bitmap_dirty_pages(a->p.bm) && meta_flush_bitmap(a->p.meta, a->p.bm) < 0) {
-		a->failed = true;
+		al_io_broken(a, "bitmap-write");
 		log_vol(LOG_LVL_ERR, a->p.name, NULL,
 		        "Persisting the bitmap before an activity-log update failed (%s); writes "
 		        "fail from now on.",
@@ -230,7 +244,7 @@ static void tr_kick(struct al_io *a)
 	if (io_submit(a->p.io, &a->req) < 0) {
 		a->req.res = -errno;
 		a->busy = false;
-		a->failed = true;
+		al_io_broken(a, "submit");
 		waiters_fail(a);
 	}
 }
@@ -266,7 +280,7 @@ static void tr_done(struct io_req *req)
 	a->busy = false;
 	a->writes++;
 	if (req->res < 0) {
-		a->failed = true;
+		al_io_broken(a, "write");
 		a->failed_writes++;
 		log_vol(LOG_LVL_ERR, a->p.name, NULL,
 		        "Writing an activity-log transaction at offset %" PRIu64

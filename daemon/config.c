@@ -153,8 +153,8 @@ static const struct conf_key volume_keys[] = {
      .doc = "the fastest a resync may run, in bytes per second (0: unlimited)"},
     {"resync-rate-min", CONF_SIZE, 0, 0, 1ull << 40, VFIELD(resync_rate_min), NULL, NULL,
      .doc = "the rate a resync keeps while applications write, in bytes per second"},
-    {"resync-fill-target", CONF_SIZE, 0, 256u << 10, 1u << 30, VFIELD(resync_fill_target), NULL,
-     NULL, .doc = "the resync bytes in flight on an idle volume"},
+    {"resync-fill-target", CONF_SIZE, 0, 256u << 10, 1u << 30, VFIELD(resync_fill), NULL, NULL,
+     .doc = "the resync bytes in flight on an idle volume"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -368,7 +368,7 @@ static struct hak_volume_cfg *volume_append(struct hak_config *cfg, const char *
 	v->al_extents = HAK_DEFAULT_AL_EXTENTS;
 	v->al_extent_size = HAK_DEFAULT_AL_EXTENT_SIZE;
 	v->resync_rate_min = HAK_DEFAULT_RS_RATE_MIN;
-	v->resync_fill_target = HAK_DEFAULT_RS_FILL;
+	v->resync_fill = HAK_DEFAULT_RS_FILL;
 	cfg->n_volumes++;
 	return v;
 }

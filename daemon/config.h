@@ -72,23 +72,23 @@ struct hak_volume_cfg {
 	bool meta_internal; /* "meta-disk internal": metadata at the end of the backing store */
 	char *meta_path;    /* "meta-disk PATH"; NULL when internal (default
 	                     * STATE-DIR/NAME.meta) */
-	uint32_t bitmap_block_size;  /* "bitmap-block-size": bytes per bitmap bit, power of two
-	                              * 4K..1M (default 4K) */
-	unsigned port_offset;        /* "replication-port-offset" 0..65534 (default 0): the volume
-	                              * replicates on each node's address port + this */
-	uint64_t async_buffer;       /* "async-buffer" 1M..4G (default 64M): async mode's send
-	                              * buffer before it falls back to the bitmap */
-	double ping_interval;        /* "ping-interval" seconds, 50ms..60s (default 1s) */
-	double ping_timeout;         /* "ping-timeout" seconds, > ping_interval (default 2s) */
-	double connect_interval;     /* "connect-interval" seconds between tries (default 1s) */
-	unsigned max_epoch_size;     /* "max-epoch-size" writes before a barrier, 1..20000 (2048) */
-	unsigned al_extents;         /* "al-extents" 0 (no activity log) or 64..12292 (1237) */
-	uint32_t al_extent_size;     /* "al-extent-size" power of two 1M..1G (4M) */
-	uint64_t resync_rate_max;    /* "resync-rate-max" bytes/s, 0 = unlimited (default 0) */
-	uint64_t resync_rate_min;    /* "resync-rate-min" bytes/s kept while applications write
-	                              * (default 10M) */
-	uint64_t resync_fill_target; /* "resync-fill-target" resync bytes in flight (8M) */
-	unsigned line;               /* line of the "volume" keyword, for later diagnostics */
+	uint32_t bitmap_block_size; /* "bitmap-block-size": bytes per bitmap bit, power of two
+	                             * 4K..1M (default 4K) */
+	unsigned port_offset;       /* "replication-port-offset" 0..65534 (default 0): the volume
+	                             * replicates on each node's address port + this */
+	uint64_t async_buffer;      /* "async-buffer" 1M..4G (default 64M): async mode's send
+	                             * buffer before it falls back to the bitmap */
+	double ping_interval;       /* "ping-interval" seconds, 50ms..60s (default 1s) */
+	double ping_timeout;        /* "ping-timeout" seconds, > ping_interval (default 2s) */
+	double connect_interval;    /* "connect-interval" seconds between tries (default 1s) */
+	unsigned max_epoch_size;    /* "max-epoch-size" writes before a barrier, 1..20000 (2048) */
+	unsigned al_extents;        /* "al-extents" 0 (no activity log) or 64..12292 (1237) */
+	uint32_t al_extent_size;    /* "al-extent-size" power of two 1M..1G (4M) */
+	uint64_t resync_rate_max;   /* "resync-rate-max" bytes/s, 0 = unlimited (default 0) */
+	uint64_t resync_rate_min;   /* "resync-rate-min" bytes/s kept while applications write
+	                             * (default 10M) */
+	uint64_t resync_fill;       /* "resync-fill-target" resync bytes in flight (8M) */
+	unsigned line;              /* line of the "volume" keyword, for later diagnostics */
 };
 
 struct hak_config {

@@ -1032,8 +1032,10 @@ static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
 	(void)revents;
-	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and set bits
-	 * lost in a crash are covered by the crashed-primary full resync (DESIGN.md). */
+	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and a set bit
+	 * lost in a crash lies in an extent the activity log still lists as hot (al_io.c flushes
+	 * the bitmap before one leaves the log), or, without a log, in the crashed primary's full
+	 * resync. */
 	if (bitmap_dirty_pages(r->bm) && meta_flush_bitmap(r->meta, r->bm) < 0)
 		repl_log(r, LOG_LVL_ERR, "Persisting the bitmap failed: %s.", strerror(errno));
 	double now = ev_now(loop);
@@ -1341,7 +1343,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
 	r->rs_timer.data = r;
 	rsctl_init(&r->rsctl, p->vcfg->resync_rate_max, p->vcfg->resync_rate_min,
-	           p->vcfg->resync_fill_target);
+	           p->vcfg->resync_fill);
 	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
 	ev_timer_start(p->loop, &r->conn_timer);
 	ev_timer_start(p->loop, &r->ping_timer);

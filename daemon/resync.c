@@ -21,6 +21,7 @@
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
+#include "events.h"
 #include "log.h"
 #include "repl_int.h"
 #include "volume.h"
@@ -506,8 +507,11 @@ void resync_send_pause(struct repl *r)
 
 void resync_peer_pause(struct repl *r, bool paused)
 {
-	if (paused != r->rsctl.paused_peer)
+	if (paused != r->rsctl.paused_peer) {
 		repl_log(r, LOG_LVL_NOTICE, "The peer %s resyncs.", paused ? "paused" : "resumed");
+		events_emit(paused ? "resync-pause" : "resync-resume", "volume:%s by:peer",
+		            r->name);
+	}
 	r->rsctl.paused_peer = paused;
 	resync_pump(r);
 }
@@ -516,6 +520,9 @@ int repl_resync_pause(struct repl *r, bool pause, char *err, size_t errlen)
 {
 	(void)err;
 	(void)errlen;
+	if (pause != r->rsctl.paused_local)
+		events_emit(pause ? "resync-pause" : "resync-resume", "volume:%s by:local",
+		            r->name);
 	if (pause != r->rsctl.paused_local)
 		repl_log(r, LOG_LVL_NOTICE, "Resyncs %s by the operator%s.",
 		         pause ? "paused" : "resumed",
