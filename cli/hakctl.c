@@ -25,6 +25,7 @@
 #include <hak/version.h>
 
 #include "config.h"
+#include "al.h"
 #include "meta.h"
 
 enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
@@ -58,6 +59,7 @@ static void usage(FILE *f)
 	    "  events [--count N] [--timeout S]  print state changes as they happen, one line\n"
 	    "                             each; stop after N lines or S seconds (exit 4 when\n"
 	    "                             the timeout came before N lines)\n"
+	    "  resync VOL pause|resume    hold or release resyncs (either node)\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -221,14 +223,24 @@ static void print_volume(json_t *v)
 	json_t *rs = json_object_get(r, "resync");
 	if (rs) {
 		double eta = json_real_value(json_object_get(rs, "eta_s"));
-		printf("  resync (%s, %s): %.1f%% done, %.1f MiB/s, ETA %s%.0f s\n",
+		double lim = json_real_value(json_object_get(rs, "rate_limit_mbps"));
+		char limit[48] = "no rate limit";
+		if (lim > 0)
+			snprintf(limit, sizeof(limit), "limit %.1f MiB/s", lim);
+		printf("  resync (%s, %s%s): %.1f%% done, %.1f MiB/s, ETA %s%.0f s; %s\n",
 		       json_string_value(json_object_get(rs, "direction")),
 		       json_is_true(json_object_get(rs, "full")) ? "full" : "bitmap",
+		       json_is_true(json_object_get(rs, "paused")) ? ", PAUSED" : "",
 		       json_real_value(json_object_get(rs, "percent")),
 		       json_real_value(json_object_get(rs, "rate_mbps")), eta < 0 ? "unknown " : "",
-		       eta < 0 ? 0.0 : eta);
+		       eta < 0 ? 0.0 : eta, limit);
 	}
 	print_verify(json_object_get(r, "verify"));
+	json_t *al = json_object_get(r, "activity_log");
+	if (al)
+		printf("  activity log: %lld of %lld extents hot, %lld updates written\n",
+		       (long long)geti(al, "hot"), (long long)geti(al, "extents"),
+		       (long long)geti(al, "writes"));
 	if (json_is_true(json_object_get(r, "split_brain")))
 		printf(
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
@@ -533,7 +545,7 @@ static void volume_uuid(const struct hak_config *cfg, const char *vol, uint8_t o
 static int load_volume(const struct cli *c, const char *vol, struct hak_config **cfg,
                        const struct hak_volume_cfg **vc, const char **self)
 {
-	char err[512];
+	char err[1024];
 	const struct hak_node_cfg *me = NULL, *peer = NULL;
 	if (config_load(c->config, cfg, err, sizeof(err)) < 0) {
 		fprintf(stderr, "hakctl: %s\n", err);
@@ -580,7 +592,7 @@ static int cmd_create_md(const struct cli *c, int argc, char **argv)
 	const char *vol = NULL, *self;
 	struct meta_create_args a = {0};
 	struct meta_sb sb;
-	char err[512];
+	char err[1024];
 	uint64_t size;
 	int rc;
 	for (int i = 1; i < argc; i++) {
@@ -669,12 +681,43 @@ static int cmd_dump_md(const struct cli *c, int argc, char **argv)
 	printf("volume %s, metadata %s (%s)\n", argv[1], path,
 	       vc->meta_internal ? "internal" : "external");
 	meta_dump(meta_sb(m), stdout);
+	uint8_t *ring = malloc(META_AL_SIZE);
+	if (ring && meta_read_al(m, ring) == 0)
+		al_dump(ring, meta_sb(m)->size, stdout);
+	else
+		printf("activity log       unreadable: %s\n",
+		       ring ? strerror(errno) : "out of memory");
+	free(ring);
 	rc = 0;
 out:
 	if (m)
 		meta_close(m);
 	config_free(cfg);
 	return rc;
+}
+
+static int cmd_resync(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	/* 'hakctl resync VOL': repair what a verify marked; with pause/resume: hold or release. */
+	if (argc == 2 && argv[1][0] != '-')
+		return cmd_role(c, argc, argv);
+	if (argc != 3 || (strcmp(argv[2], "pause") != 0 && strcmp(argv[2], "resume") != 0)) {
+		fprintf(stderr,
+		        "hakctl resync: use 'hakctl resync VOL' (repair what a verify "
+		        "found), 'hakctl resync VOL pause' or 'hakctl resync VOL resume'.\n");
+		return EXIT_USAGE;
+	}
+	json_t *req =
+	    json_pack("{s:s, s:s, s:s}", "cmd", "resync", "volume", argv[1], "action", argv[2]);
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s: resync %s\n", argv[1],
+	       json_is_true(json_object_get(resp, "resync_paused")) ? "paused" : "resumed");
+	json_decref(resp);
+	return 0;
 }
 
 static const struct {
@@ -685,7 +728,7 @@ static const struct {
     {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
     {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
     {"group", cmd_group},    {"events", cmd_events},       {"verify", cmd_role},
-    {"resync", cmd_role},    {"attach", cmd_disk},         {"detach", cmd_disk},
+    {"attach", cmd_disk},    {"detach", cmd_disk},         {"resync", cmd_resync},
 };
 
 int main(int argc, char **argv)

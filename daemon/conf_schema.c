@@ -278,7 +278,7 @@ static int unknown_key(const struct walk *w, const struct conf_block *blk,
 {
 	const struct conf_section *secs = w->sc->sections;
 	const char *names[CONF_SCHEMA_MAX_KEYS], *hint;
-	char label[128], list[512] = "";
+	char label[128], list[1024] = "";
 
 	conf_parse_label(blk, label, sizeof(label));
 	for (size_t i = 0; i < w->sc->n_sections; i++)

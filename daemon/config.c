@@ -255,6 +255,16 @@ static const struct conf_key volume_keys[] = {
      .doc = "what a failed request of the backing store does"},
     {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
      .doc = "the program run when the backing store fails a request"},
+    {"al-extents", CONF_UINT, 0, 0, HAK_AL_EXTENTS_MAX, VFIELD(al_extents), NULL, NULL,
+     .doc = "how many extents the activity log keeps hot (0: no activity log)"},
+    {"al-extent-size", CONF_SIZE, CONF_POW2, 1u << 20, 1u << 30, VFIELD(al_extent_size), NULL, NULL,
+     .doc = "the size of one activity-log extent"},
+    {"resync-rate-max", CONF_SIZE, 0, 0, 1ull << 40, VFIELD(resync_rate_max), NULL, NULL,
+     .doc = "the fastest a resync may run, in bytes per second (0: unlimited)"},
+    {"resync-rate-min", CONF_SIZE, 0, 0, 1ull << 40, VFIELD(resync_rate_min), NULL, NULL,
+     .doc = "the rate a resync keeps while applications write, in bytes per second"},
+    {"resync-fill-target", CONF_SIZE, 0, 256u << 10, 1u << 30, VFIELD(resync_fill), NULL, NULL,
+     .doc = "the resync bytes in flight on an idle volume"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -538,6 +548,10 @@ static struct hak_volume_cfg *volume_append(struct hak_config *cfg, const char *
 	v->ping_timeout = HAK_DEFAULT_PING_TIMEOUT;
 	v->connect_interval = HAK_DEFAULT_CONNECT_INTVL;
 	v->max_epoch_size = HAK_DEFAULT_MAX_EPOCH;
+	v->al_extents = HAK_DEFAULT_AL_EXTENTS;
+	v->al_extent_size = HAK_DEFAULT_AL_EXTENT_SIZE;
+	v->resync_rate_min = HAK_DEFAULT_RS_RATE_MIN;
+	v->resync_fill = HAK_DEFAULT_RS_FILL;
 	cfg->n_volumes++;
 	return v;
 }
@@ -614,10 +628,26 @@ static int volume_check_sb(struct conf_parse *ps, const struct conf_block *blk,
 	            v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
 }
 
+/* Fewer slots than one request may span would let a wide write wait forever. */
+static int volume_check_al(struct conf_parse *ps, const struct conf_block *blk,
+                           const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+
+	if (v->al_extents == 0 || v->al_extents >= 64)
+		return 0;
+	setting_pos(blk, "al-extents", &line, &col);
+	return perr(ps, line, col,
+	            "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
+	            "or 64 to %u.",
+	            v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
+}
+
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
 {
 	(void)ctx;
-	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0)
+	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0 ||
+	    volume_check_al(ps, blk, base) < 0)
 		return -1;
 	return volume_check_ping(ps, blk, base);
 }

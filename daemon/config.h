@@ -39,6 +39,11 @@
 #define HAK_DEFAULT_HB_INTERVAL    0.2 /* seconds */
 #define HAK_DEFAULT_DEADTIME       1.0 /* seconds */
 #define HAK_DEFAULT_CLUSTER_ID     1u
+#define HAK_DEFAULT_AL_EXTENTS     1237u /* x 4 MiB: about 4.8 GiB hot */
+#define HAK_DEFAULT_AL_EXTENT_SIZE (4u << 20)
+#define HAK_AL_EXTENTS_MAX         12292u /* al.h AL_SLOTS_MAX */
+#define HAK_DEFAULT_RS_RATE_MIN    (10ull << 20)
+#define HAK_DEFAULT_RS_FILL        (8ull << 20)
 
 /* When a write is acknowledged to the client (DRBD protocols C, B, A). */
 enum hak_repl_mode {
@@ -134,6 +139,12 @@ struct hak_volume_cfg {
 	enum hak_csums csums;       /* "csums" no|yes|after-crash (default no) */
 	enum hak_io_error_policy on_io_error; /* "on-io-error" detach|pass-on (default detach) */
 	char *local_io_error_hook; /* "local-io-error-hook": program run on a disk error, or NULL */
+	unsigned al_extents;       /* "al-extents" 0 (no activity log) or 64..12292 (1237) */
+	uint32_t al_extent_size;   /* "al-extent-size" power of two 1M..1G (4M) */
+	uint64_t resync_rate_max;  /* "resync-rate-max" bytes/s, 0 = unlimited (default 0) */
+	uint64_t resync_rate_min;  /* "resync-rate-min" bytes/s kept while applications write
+	                            * (default 10M) */
+	uint64_t resync_fill;      /* "resync-fill-target" resync bytes in flight (8M) */
 	unsigned line;             /* line of the "volume" keyword, for later diagnostics */
 };
 

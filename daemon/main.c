@@ -410,6 +410,30 @@ static json_t *cmd_disk(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:b}", "diskless", volume_diskless(v));
 }
 
+/* {"cmd":"resync", "volume":V [, "action":"pause"|"resume"]} */
+static json_t *cmd_resync(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct hakd *d = ctx;
+	ssize_t i = cmd_volume(d, req, err, errlen);
+	const char *action = json_string_value(json_object_get(req, "action"));
+	if (i < 0)
+		return NULL;
+	/* Without an action: resync the blocks a verify marked (cmd_role's path). */
+	if (!action)
+		return cmd_role(ctx, req, err, errlen);
+	if (strcmp(action, "pause") != 0 && strcmp(action, "resume") != 0) {
+		snprintf(err, errlen,
+		         "Unknown resync action '%.32s'; use pause, resume, or none to resync the "
+		         "blocks marked out of sync.",
+		         action);
+		return NULL;
+	}
+	bool pause = strcmp(action, "pause") == 0;
+	if (repl_resync_pause(d->repls[i], pause, err, errlen) < 0)
+		return NULL;
+	return json_pack("{s:b}", "resync_paused", pause);
+}
+
 static void role_changed(void *ctx, enum repl_role role)
 {
 	struct vol_slot *sl = ctx;
@@ -526,11 +550,12 @@ static int hakd_start(struct hakd *d)
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
 	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
 	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
-	    groupctl_create(d->loop, d->ctl, cfg, &d->groups) < 0)
+	    groupctl_create(d->loop, d->ctl, cfg, &d->groups) < 0 ||
+	    control_register(d->ctl, "resync", cmd_resync, d) < 0)
 		return -1;
 	events_init(d->ctl);
-	static const char *const role_cmds[] = {"primary", "secondary", "connect", "disconnect",
-	                                        "resolve", "verify",    "resync"};
+	static const char *const role_cmds[] = {"primary",    "secondary", "connect",
+	                                        "disconnect", "resolve",   "verify"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
 		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
 			return -1;

@@ -574,6 +574,46 @@ uint64_t meta_offset(const struct meta *m)
 	return m->base;
 }
 
+int meta_fd(const struct meta *m)
+{
+	return m->fd;
+}
+
+uint64_t meta_al_offset(const struct meta *m)
+{
+	return m->base + META_AL_OFFSET;
+}
+
+int meta_read_al(struct meta *m, uint8_t *buf)
+{
+	return pio_full(m->fd, buf, META_AL_SIZE, m->base + META_AL_OFFSET, false);
+}
+
+int meta_write_al_slot(struct meta *m, unsigned slot, const uint8_t *buf)
+{
+	const uint32_t tr = META_AL_SIZE / 16u;
+
+	if (m->rdonly || slot >= 16) {
+		errno = m->rdonly ? EROFS : EINVAL;
+		return -1;
+	}
+	if (pio_full(m->fd, (void *)buf, tr, m->base + META_AL_OFFSET + (uint64_t)slot * tr, true) <
+	    0)
+		return -1;
+	return fdatasync(m->fd);
+}
+
+int meta_zero_al(struct meta *m)
+{
+	if (m->rdonly) {
+		errno = EROFS;
+		return -1;
+	}
+	if (zero_range(m->fd, m->base + META_AL_OFFSET, META_AL_SIZE) < 0)
+		return -1;
+	return fdatasync(m->fd);
+}
+
 int meta_write_sb(struct meta *m, const struct meta_sb *new_sb)
 {
 	uint8_t buf[META_SB_SIZE];

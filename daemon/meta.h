@@ -14,7 +14,7 @@
  * Layout, offsets relative to the start of the metadata, all integers little-endian:
  *     0      superblock slot A (4096 bytes)
  *     4096   superblock slot B (4096 bytes)
- *     8192   activity log, 64 KiB (reserved, zero for now)
+ *     8192   activity log: a ring of 16 transactions of 4096 bytes (format in al.h)
  *     73728  bitmap: ceil(nbits / 8) bytes rounded up to 4096; bit i = byte i / 8, bit i % 8
  *
  * Superblock (the rest of the 4096-byte slot is zero):
@@ -140,6 +140,17 @@ const struct meta_sb *meta_sb(const struct meta *m);
 int meta_slot(const struct meta *m);
 /* Start of the metadata in its file: 0 for external, the size of the data for internal. */
 uint64_t meta_offset(const struct meta *m);
+
+/* The file descriptor of the metadata, for the activity log's asynchronous writes. */
+int meta_fd(const struct meta *m);
+/* Offset of the activity-log ring (META_AL_SIZE bytes) in meta_fd. */
+uint64_t meta_al_offset(const struct meta *m);
+/* Read the whole activity-log ring (startup and dump-md). 0, or -1 with errno. */
+int meta_read_al(struct meta *m, uint8_t *buf);
+/* Write ring slot `slot` (META_AL_SIZE / 16 bytes) and fdatasync; startup only. */
+int meta_write_al_slot(struct meta *m, unsigned slot, const uint8_t *buf);
+/* Zero the ring and fdatasync (the activity log is off: nothing on disk may vouch for it). */
+int meta_zero_al(struct meta *m);
 
 /*
  * Write new_sb as the next superblock: seq = current + 1, into the other slot, then fdatasync.

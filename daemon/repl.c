@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "al.h"
+#include "al_io.h"
 #include "bitmap.h"
 #include "buf.h"
 #include "config.h"
@@ -226,6 +228,9 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	r->next_id++;
 	r->pend_count++;
 	vio->rid = id;
+	/* Until the peer has it, the block belongs to the crash tail: its extent stays hot. */
+	if (r->alio && p->type != WIRE_BARRIER)
+		al_io_ref(r->alio, p->off, p->len);
 	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
 		r->async_bytes += p->len;
 	/* A diskless primary has no local copy: even in async mode the write waits for the peer. */
@@ -254,6 +259,8 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 
 static void pend_release(struct repl *r, struct pend *p)
 {
+	if (r->alio && p->type != WIRE_BARRIER)
+		al_io_put(r->alio, p->off, p->len);
 	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
 		r->async_bytes -= p->len;
 	if (p->copy) {
@@ -287,10 +294,26 @@ static void wait_queue_pump(struct repl *r)
 	}
 }
 
+/* An activity-log transaction made vio's extents hot (or failed). */
+static void al_resume(void *ctx, struct vol_io *vio, int err)
+{
+	struct repl *r = ctx;
+	if (err) {
+		volume_fail(vio, err);
+		return;
+	}
+	if (repl_submit(r, vio) == 0)
+		volume_resume(vio);
+}
+
 int repl_submit(struct repl *r, struct vol_io *vio)
 {
 	vio->rid = UINT64_MAX;
 	vio->rnext = NULL;
+	if (r->alio && vio->op != VOL_FLUSH && !vio->al_held) {
+		if (al_io_gate(r->alio, vio) == 0)
+			return 1;
+	}
 	if (vio->op != VOL_FLUSH)
 		verify_note_write(r, vio->off, vio->len);
 	if (vio->op != VOL_FLUSH &&
@@ -304,6 +327,7 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 	if (vio->op != VOL_FLUSH) {
 		vio->rnext = r->active_writes;
 		r->active_writes = vio;
+		rsctl_app_write(&r->rsctl, ev_now(r->p.loop));
 	}
 	if (r->mode == MODE_ASYNC && replicating(r) && r->async_bytes >= r->p.vcfg->async_buffer) {
 		/* The peer falls behind (DRBD's pull-ahead): rather than grow without bound, end
@@ -353,6 +377,10 @@ static void active_remove(struct repl *r, struct vol_io *vio)
 
 void repl_local_done(struct repl *r, struct vol_io *vio)
 {
+	if (vio->al_held) {
+		vio->al_held = false;
+		al_io_put(r->alio, vio->off, vio->len);
+	}
 	if (vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO) {
 		active_remove(r, vio);
 		if (r->resync_running)
@@ -415,6 +443,8 @@ static void ack_received(struct repl *r, uint16_t type, uint64_t id, uint32_t st
 	}
 	double lat = ev_now(r->p.loop) - p->sent_at;
 	r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
+	if (p->type != WIRE_BARRIER)
+		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
 	p->write_acked = true;
 	struct vol_io *vio = p->vio;
 	p->vio = NULL;
@@ -495,6 +525,8 @@ static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 	h->gen_flags = g.flags;
 	if ((r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT)
 		h->gen_flags |= 1u << 16; /* a resync as target can resume from my bitmap */
+	if (r->crashed_primary && r->al_tail)
+		h->gen_flags |= 1u << 17; /* my crash tail is in my bitmap (activity log) */
 	h->gen[0] = g.current;
 	h->gen[1] = g.bitmap;
 	h->gen[2] = g.history[0];
@@ -597,6 +629,16 @@ static void handshake_complete(struct repl *r)
 	bool peer_resumable = (h->gen_flags >> 16) & 1;
 	bool self_resumable = (r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT;
 
+	if ((d == GEN_FULL_SOURCE || d == GEN_FULL_TARGET) &&
+	    !al_crash_needs_full(rule, r->crashed_primary, r->al_tail,
+	                         (h->gen_flags & GEN_F_CRASHED_PRIMARY) != 0,
+	                         (h->gen_flags >> 17) & 1)) {
+		repl_log(r, LOG_LVL_INFO,
+		         "Rule %s asks for a full resync after a primary crash, but the crashed "
+		         "side's activity log is in its bitmap: resyncing the bitmaps only.",
+		         gen_rule_name(rule));
+		d = d == GEN_FULL_SOURCE ? GEN_SYNC_SOURCE : GEN_SYNC_TARGET;
+	}
 	r->peer_role = h->role;
 	r->peer_disk = h->disk;
 	gen_format(&local, lg, sizeof(lg));
@@ -822,6 +864,14 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		break;
 	case WIRE_PONG:
 		r->ping_rtt = ev_now(r->p.loop) - r->ping_sent;
+		break;
+	case WIRE_RS_PAUSE:
+		if (payload[0] > 1) {
+			buf_put(payload, h->len);
+			repl_drop_connection(r, "the peer sent an RS_PAUSE frame with a bad value");
+			return;
+		}
+		resync_peer_pause(r, payload[0] == 1);
 		break;
 	case WIRE_STATE:
 		if (payload[0] > ROLE_PRIMARY || payload[1] > DISK_FAILED) {
@@ -1101,8 +1151,10 @@ static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
 	(void)revents;
-	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and set bits
-	 * lost in a crash are covered by the crashed-primary full resync (DESIGN.md). */
+	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and a set bit
+	 * lost in a crash lies in an extent the activity log still lists as hot (al_io.c flushes
+	 * the bitmap before one leaves the log), or, without a log, in the crashed primary's full
+	 * resync. */
 	if (bitmap_dirty_pages(r->bm) && meta_flush_bitmap(r->meta, r->bm) < 0)
 		repl_log(r, LOG_LVL_ERR, "Persisting the bitmap failed: %s.", strerror(errno));
 	double now = ev_now(loop);
@@ -1360,6 +1412,10 @@ json_t *repl_status_json(const struct repl *r)
 		json_object_set_new(o, "detach_reason", json_string(r->detach_reason));
 	if (o)
 		json_object_set_new(o, "remote_reads", json_integer((json_int_t)r->remote_reads));
+	if (o)
+		json_object_set_new(o, "resync_paused", json_boolean(r->rsctl.paused_local));
+	if (o && r->alio)
+		json_object_set_new(o, "activity_log", al_io_status_json(r->alio));
 	return o;
 }
 
@@ -1405,6 +1461,27 @@ static int repl_open_meta(struct repl *r, char *err, size_t errlen)
 	return 0;
 }
 
+static int repl_open_al(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	struct al_io_params ap = {.loop = r->p.loop,
+	                          .io = r->p.io,
+	                          .meta = r->meta,
+	                          .bm = r->bm,
+	                          .name = r->name,
+	                          .n_slots = vc->al_extents,
+	                          .ext_size = vc->al_extent_size,
+	                          .vol_size = r->sb.size,
+	                          .resume = al_resume,
+	                          .ctx = r};
+	char aerr[512];
+	if (al_io_open(&ap, r->crashed_primary, &r->al_tail, &r->alio, aerr, sizeof(aerr)) < 0) {
+		snprintf(err, errlen, "Volume %s: %s", r->name, aerr);
+		return -1;
+	}
+	return 0;
+}
+
 int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
 {
 	struct repl *r = calloc(1, sizeof(*r));
@@ -1427,10 +1504,14 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->crashed_primary = (r->sb.flags & META_F_PRIMARY) != 0;
 	r->split_brain = (r->sb.flags & META_F_SPLIT_BRAIN) != 0;
 	disk_from_flags(r);
+	if (repl_open_al(r, err, errlen) < 0)
+		goto fail;
 	if (r->crashed_primary)
 		repl_log(r, LOG_LVL_WARN,
-		         "The metadata says this node went down as primary: it may "
-		         "hold writes the peer never got, so the next connection resyncs fully.");
+		         "The metadata says this node went down as primary: it may hold writes the "
+		         "peer never got, so the next connection resyncs %s.",
+		         r->al_tail ? "them (the activity log's extents are in the bitmap)"
+		                    : "fully (there is no activity log)");
 	r->role = ROLE_SECONDARY;
 	r->sb.flags &= ~META_F_CLEAN;
 	r->sb.flags |= r->crashed_primary ? META_F_PRIMARY : 0;
@@ -1455,6 +1536,10 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
 	              p->vcfg->ping_interval);
 	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
+	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
+	r->rs_timer.data = r;
+	rsctl_init(&r->rsctl, p->vcfg->resync_rate_max, p->vcfg->resync_rate_min,
+	           p->vcfg->resync_fill);
 	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
 	ev_timer_start(p->loop, &r->conn_timer);
 	ev_timer_start(p->loop, &r->ping_timer);
@@ -1470,6 +1555,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	*out = r;
 	return 0;
 fail:
+	al_io_close(r->alio);
 	if (r->bm)
 		bitmap_free(r->bm);
 	if (r->meta)
@@ -1495,6 +1581,7 @@ void repl_shutdown(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->ping_timer);
 	ev_timer_stop(r->p.loop, &r->flush_timer);
 	splitbrain_shutdown(r);
+	ev_timer_stop(r->p.loop, &r->rs_timer);
 	if (r->lfd >= 0) {
 		ev_io_stop(r->p.loop, &r->lio);
 		close(r->lfd);
@@ -1514,6 +1601,7 @@ void repl_destroy(struct repl *r)
 	r->role = ROLE_SECONDARY;
 	r->sb.flags |= META_F_CLEAN;
 	repl_write_sb(r);
+	al_io_close(r->alio);
 	meta_close(r->meta);
 	verify_destroy(r);
 	bitmap_free(r->bm);

@@ -92,6 +92,8 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen);
 int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen);
 int repl_connect(struct repl *r, char *err, size_t errlen);
 int repl_disconnect(struct repl *r, char *err, size_t errlen);
+/* Hold (pause) or release resyncs on this node; the peer is told, so either side may ask. */
+int repl_resync_pause(struct repl *r, bool pause, char *err, size_t errlen);
 int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen);
 /* Online verify driven by this node (daemon/verify.h). */
 int repl_verify(struct repl *r, char *err, size_t errlen);

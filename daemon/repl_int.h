@@ -12,6 +12,7 @@
 #include "io.h"
 #include "meta.h"
 #include "repl.h"
+#include "rsctl.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -122,6 +123,8 @@ struct repl {
 	enum repl_link link;
 	enum repl_mode mode;
 	bool crashed_primary;
+	bool al_tail;       /* crashed_primary: the crash tail is in the bitmap (al_io.h) */
+	struct al_io *alio; /* NULL: no activity log */
 	bool want_connect;
 	bool split_brain;
 	char last_refusal[512];
@@ -225,6 +228,8 @@ struct repl {
 	unsigned pull_count;
 	uint64_t pull_cursor, pull_next_id, pull_done_bytes;
 	double pull_start;
+	struct rsctl rsctl; /* rate control of the resync we source */
+	ev_timer rs_timer;  /* the rate limit allows more later */
 };
 
 /* repl.c */
@@ -276,5 +281,10 @@ bool csum_wanted(const struct repl *r);
 int csum_start_run(struct repl *r, uint64_t off, uint32_t len);
 void csum_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void csum_stop(struct repl *r);
+void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+/* The peer paused (true) or resumed its resyncs (WIRE_RS_PAUSE). */
+void resync_peer_pause(struct repl *r, bool paused);
+/* Tell the peer whether this node holds resyncs paused. */
+void resync_send_pause(struct repl *r);
 
 #endif

@@ -113,6 +113,9 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_hole_bytes = 0;
 	r->rs_start = ev_now(r->p.loop);
 	r->rs_rate = 0;
+	rsctl_start(&r->rsctl, ev_now(r->p.loop));
+	if (r->rsctl.paused_local)
+		resync_send_pause(r);
 	if (!source) {
 		r->disk = DISK_INCONSISTENT;
 		r->sb.flags |= META_F_RESYNC_TARGET;
@@ -391,13 +394,33 @@ bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len)
 	return false;
 }
 
+void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	resync_pump(w->data);
+}
+
+/* Bytes the rate controller lets the pump start now; arms the timer when it says later. */
+static uint64_t pump_budget(struct repl *r)
+{
+	double retry;
+	uint64_t budget = rsctl_allow(&r->rsctl, ev_now(r->p.loop), r->rs_inflight, &retry);
+	if (!budget && retry > 0 && !ev_is_active(&r->rs_timer)) {
+		ev_timer_set(&r->rs_timer, retry, 0.);
+		ev_timer_start(r->p.loop, &r->rs_timer);
+	}
+	return budget;
+}
+
 void resync_pump(struct repl *r)
 {
 	uint64_t nbits = bitmap_nbits(r->bm);
 	uint32_t bs = r->sb.bitmap_block_size;
 	if (!r->resync_running || !r->data)
 		return;
-	for (unsigned guard = 0; guard < 1024 && r->rs_inflight < RS_WINDOW; guard++) {
+	uint64_t budget = pump_budget(r);
+	for (unsigned guard = 0; guard < 1024 && budget > 0; guard++) {
 		uint64_t bit = bitmap_find_next_set(r->bm, r->rs_cursor);
 		if (bit >= nbits) {
 			if (r->rs_inflight == 0 && !r->rs_reading && !r->rs_sent) {
@@ -453,6 +476,8 @@ void resync_pump(struct repl *r)
 		r->rs_reading = op;
 		r->rs_inflight += op->len;
 		r->rs_cursor = end;
+		rsctl_consume(&r->rsctl, op->len);
+		budget = budget > op->len ? budget - op->len : 0;
 		io_submit(r->p.io, &op->io);
 	}
 }
@@ -526,6 +551,45 @@ void resync_stop(struct repl *r)
 	r->rs_inflight = 0;
 	r->bm_done_rcvd = false;
 	r->bm_sent = false;
+	r->rsctl.paused_peer = false; /* the peer tells again on the next connection */
+	ev_timer_stop(r->p.loop, &r->rs_timer);
+}
+
+void resync_send_pause(struct repl *r)
+{
+	uint8_t b[WIRE_ID_SIZE] = {r->rsctl.paused_local ? 1 : 0};
+	if (r->connected && r->meta_s)
+		tstream_send_small(r->meta_s, WIRE_RS_PAUSE, 0, b, sizeof(b));
+}
+
+void resync_peer_pause(struct repl *r, bool paused)
+{
+	if (paused != r->rsctl.paused_peer) {
+		repl_log(r, LOG_LVL_NOTICE, "The peer %s resyncs.", paused ? "paused" : "resumed");
+		events_emit(paused ? "resync-pause" : "resync-resume", "volume:%s by:peer",
+		            r->name);
+	}
+	r->rsctl.paused_peer = paused;
+	resync_pump(r);
+}
+
+int repl_resync_pause(struct repl *r, bool pause, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (pause != r->rsctl.paused_local)
+		events_emit(pause ? "resync-pause" : "resync-resume", "volume:%s by:local",
+		            r->name);
+	if (pause != r->rsctl.paused_local)
+		repl_log(r, LOG_LVL_NOTICE, "Resyncs %s by the operator%s.",
+		         pause ? "paused" : "resumed",
+		         r->link == LINK_SYNC_SOURCE || r->link == LINK_SYNC_TARGET
+		             ? ""
+		             : " (none is running now; the setting holds for the next one)");
+	r->rsctl.paused_local = pause;
+	resync_send_pause(r);
+	resync_pump(r);
+	return 0;
 }
 
 json_t *resync_status_json(const struct repl *r)
@@ -546,4 +610,13 @@ json_t *resync_status_json(const struct repl *r)
 	                 r->rs_rate / 1048576.0, "eta_s", eta, "csums", r->rs_csums, "bytes_marked",
 	                 (json_int_t)r->rs_total, "bytes_sent", (json_int_t)r->rs_payload_bytes,
 	                 "bytes_equal", (json_int_t)r->rs_equal_bytes);
+	double now = ev_now(r->p.loop);
+	return json_pack(
+	    "{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:b, s:b, s:f, s:I}", "direction",
+	    is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
+	    (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
+	    (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps", r->rs_rate / 1048576.0,
+	    "eta_s", eta, "paused", rsctl_paused(&r->rsctl), "paused_peer", r->rsctl.paused_peer,
+	    "app_busy", rsctl_busy(&r->rsctl, now), "rate_limit_mbps",
+	    rsctl_rate(&r->rsctl, now) / 1048576.0, "in_flight_bytes", (json_int_t)r->rs_inflight);
 }

@@ -347,6 +347,11 @@ void volume_resume(struct vol_io *vio)
 	vol_start(vio);
 }
 
+void volume_fail(struct vol_io *vio, int err)
+{
+	vol_complete(vio, err);
+}
+
 int volume_submit(struct volume *vol, struct vol_io *vio)
 {
 	if ((unsigned)vio->op >= VOL_OP__COUNT) {
@@ -358,6 +363,7 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	vio->stage = ST_MAIN;
 	vio->local_done = false;
 	vio->peer_wait = false;
+	vio->al_held = false;
 	vio->local_err = 0;
 	/* While an attached disk resyncs it is no copy yet: writes count once the peer has them. */
 	vio->remote_only = vol->diskless || (vol->repl && repl_attaching(vol->repl));

@@ -50,6 +50,7 @@ struct vol_io {
 	uint64_t zero_pos;
 	bool local_done; /* the backing store finished (local_err holds its result) */
 	bool peer_wait;  /* completion also waits for the peer (volume_peer_done) */
+	bool al_held;    /* holds activity-log references on its extents (repl.c) */
 	int local_err;
 	uint64_t rid;         /* replication id while tracked by repl.c */
 	struct vol_io *rnext; /* repl.c's lists */
@@ -87,6 +88,8 @@ int volume_fd(const struct volume *vol);
 void volume_peer_done(struct vol_io *vio);
 /* Start the local I/O of a request repl_submit() deferred. */
 void volume_resume(struct vol_io *vio);
+/* Complete a request repl_submit() deferred without starting it (err: positive errno). */
+void volume_fail(struct vol_io *vio, int err);
 /* Limit the exported size (internal metadata occupies the tail of the backing store). */
 void volume_set_size(struct volume *vol, uint64_t size);
 

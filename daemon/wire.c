@@ -38,6 +38,7 @@ static const struct {
     [WIRE_RS_IN_SYNC] = {"RS_IN_SYNC", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
     [WIRE_READ_REQ] = {"READ_REQ", WIRE_IO_SIZE, WIRE_IO_SIZE, 0},
     [WIRE_READ_REPLY] = {"READ_REPLY", WIRE_RREPLY_SIZE, WIRE_RREPLY_SIZE + WIRE_READ_MAX, 0},
+    [WIRE_RS_PAUSE] = {"RS_PAUSE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
 };
 
 const char *wire_type_name(uint16_t type)

@@ -310,8 +310,9 @@ status beta
 step "5. Alpha comes back as secondary and resyncs from beta"
 T_RS=$(now_us)
 start_hakd alpha
-say "alpha went down as primary, so it may hold writes beta never got: full resync of the"
-say "allocated data from beta (unallocated ranges travel as hole flags, not as zeros)"
+say "alpha went down as primary, so it may hold writes beta never got: its activity log's"
+say "extents go into its bitmap, and only they and beta's changes are resynced from beta"
+say "(unallocated ranges travel as hole flags, not as zeros)"
 last=""
 while :; do
 	(($(now_us) - T_RS < 60000000)) || die "alpha did not resync within 60 s"

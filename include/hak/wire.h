@@ -43,8 +43,9 @@ enum wire_type {
 	/* DATA: checksum resync, the target's answer to CSUM_REQ: its block hashes of a dirty run;
 	 * the source sends RS_DATA for the blocks that differ and RS_IN_SYNC for the rest. */
 	WIRE_RS_REQUEST = 15,
-	WIRE_STATE = 16,   /* META: role / disk state change */
-	WIRE_RS_DONE = 17, /* DATA: the source has sent everything */
+	WIRE_STATE = 16,    /* META: role / disk state change */
+	WIRE_RS_DONE = 17,  /* DATA: the source has sent everything */
+	WIRE_RS_PAUSE = 19, /* META: byte 0 is 1: the sender paused resyncs (0: resumed) */
 	WIRE_VERIFY_REQ =
 	    20, /* DATA: online verify, hash your copy of this run (daemon/verify.c) */
 	WIRE_VERIFY_REPLY = 21, /* DATA: the block hashes of a VERIFY_REQ run */

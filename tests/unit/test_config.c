@@ -525,10 +525,17 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription\n}\n", 4, 2, "needs a value: a text, in double quotes if it has spaces"},
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
      "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
-     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, replication-port-offset, "
+     "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, "
+     "replication-port-offset, "
      "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, "
-     "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, csums, "
-     "on-io-error, local-io-error-hook."},
+     "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, "
+     "csums, "
+     "on-io-error, local-io-error-hook, al-extents, al-extent-size, resync-rate-max, "
+     "resync-rate-min, resync-fill-target."},
+    {VOL "\tal-extents 10\n}\n", 4, 13,
+     "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
+     "12292."},
+    {VOL "\tal-extent-size 3M\n}\n", 4, 17, "3M is not a power of two"},
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
@@ -793,7 +800,7 @@ START_TEST(test_bad_inputs)
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++) {
 		const struct bad_case *bc = &bad_cases[i];
 		struct hak_config *cfg = (struct hak_config *)&cfg; /* must be reset to NULL */
-		char err[512], want[64];
+		char err[1024], want[64];
 		int rc = parse(bc->text, &cfg, err, sizeof(err)), e = errno;
 
 		ck_assert_msg(rc == -1 && e == EINVAL && cfg == NULL,

@@ -199,8 +199,8 @@ START_TEST(read_forward_frames)
 	wire_hdr_encode(b, WIRE_READ_REQ, WIRE_F_FUA, WIRE_IO_SIZE);
 	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
 	ck_assert_ptr_nonnull(strstr(err, "unknown flags"));
-	/* 18 and 19 are unassigned (20..23 belong to verify and checksum resync). */
-	for (uint16_t t = 18; t < WIRE_VERIFY_REQ; t++) {
+	/* 18 is unassigned (19 pauses resyncs, 20..23 belong to verify and checksum resync). */
+	for (uint16_t t = 18; t < WIRE_RS_PAUSE; t++) {
 		wire_hdr_encode(b, t, 0, 0);
 		ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
 		ck_assert_ptr_nonnull(strstr(err, "unknown frame type"));

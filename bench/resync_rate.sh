@@ -1,0 +1,353 @@
+#!/usr/bin/env bash
+# Resync rate benchmark (issue 4, item 6). Same two emulated machines as bench/replication.sh
+# (namespaces joined by a veth pair, alpha on CPU 0, beta on CPU 1, 1 GiB backing files prefilled
+# with random data).
+#
+#   bench/resync_rate.sh    (RUNS=3 RUNTIME=8 HAK_BUILD=build/rel by default)
+#
+# (a) an idle volume: a full resync of SIZE (fresh metadata, alpha promoted with --force, nothing
+#     else running) against a plain TCP copy of SIZE over the same veth:
+#       RESULT resync_idle mbps=<x> tcp_mbps=<y> ratio=<x/y>
+# (b) fio 4K random writes at QD1 against alpha's NBD socket: mean write latency on an idle
+#     connected pair, then while a full resync of SIZE runs (fio starts right after the --force
+#     promotion; the run counts only if the resync is still running when fio ends):
+#       RESULT resync_latency idle_us=<x> during_us=<y> ratio=<y/x>
+#     plus the resync's progress during that run.
+# Each number is the median of RUNS runs. Not part of `make check`. RS_EXTRA adds volume lines
+# (e.g. RS_EXTRA="resync-rate-min 50M").
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+RUNS=${RUNS:-3}
+RUNTIME=${RUNTIME:-8}
+SIZE=${SIZE:-1G}
+HAK_BUILD=${HAK_BUILD:-build/rel}
+IO_ENGINE=${HAK_IO_ENGINE:-auto}
+HAKD=$REPO/$HAK_BUILD/hakd
+HAKCTL=$REPO/$HAK_BUILD/hakctl
+PYTHON=${PYTHON:-python3}
+CPU_PRIMARY=0
+CPU_SECONDARY=1
+
+if ((EUID != 0)); then
+	echo "bench: network namespaces need root" >&2
+	exit 1
+fi
+for c in fio jq ip taskset "$PYTHON"; do
+	command -v "$c" >/dev/null || {
+		echo "bench: $c is missing; run scripts/deps.sh" >&2
+		exit 1
+	}
+done
+if [[ ! -x $HAKD || ! -x $HAKCTL ]]; then
+	echo "bench: building $HAK_BUILD" >&2
+	make -s BUILD="$HAK_BUILD" bins >&2
+fi
+SIZE_BYTES=$(numfmt --from=iec "$SIZE")
+
+SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
+NS_alpha=hakrr-a-$SID
+NS_beta=hakrr-b-$SID
+DIR=/var/tmp/hak-bench-rsrate.$SID
+mkdir -p "$DIR"
+declare -A PIDS=() # name -> pid of a process this script started
+
+# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
+alive() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	[[ ${s%% *} != [ZX] ]]
+}
+
+# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
+stop_proc() {
+	local name=$1 pid=${PIDS[$1]:-} i
+	STOP_RC=0
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || STOP_RC=$?
+	unset "PIDS[$name]"
+}
+
+cleanup() {
+	local rc=$? name
+	set +e
+	trap - EXIT
+	for name in "${!PIDS[@]}"; do
+		stop_proc "$name"
+	done
+	ip netns del "$NS_alpha" 2>/dev/null
+	ip netns del "$NS_beta" 2>/dev/null
+	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
+		echo "bench: keeping $DIR" >&2
+	else
+		rm -rf "$DIR"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+	local f
+	echo "bench: $*" >&2
+	for f in "$DIR"/*.log; do
+		[[ -f $f ]] || continue
+		echo "--- last lines of $f:" >&2
+		tail -n 20 "$f" >&2
+	done
+	exit 1
+}
+
+# ---- the two "machines" ----------------------------------------------------------------------
+ip netns add "$NS_alpha"
+ip netns add "$NS_beta"
+ip link add "rra-$SID" type veth peer name "rrb-$SID"
+ip link set "rra-$SID" netns "$NS_alpha"
+ip link set "rrb-$SID" netns "$NS_beta"
+ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "rra-$SID"
+ip -n "$NS_beta" addr add 192.0.2.2/24 dev "rrb-$SID"
+for ns in "$NS_alpha" "$NS_beta"; do
+	ip -n "$ns" link set lo up
+done
+ip -n "$NS_alpha" link set "rra-$SID" up
+ip -n "$NS_beta" link set "rrb-$SID" up
+
+# Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
+# which would make it look faster than it is.
+for n in alpha beta; do
+	truncate -s "$SIZE" "$DIR/$n.img"
+	fio --name=prefill --filename="$DIR/$n.img" --rw=write --bs=1M --size="$SIZE" \
+		--ioengine=psync --refill_buffers --end_fsync=1 --output=/dev/null
+done
+
+# write_config NODE MODE
+write_config() {
+	cat >"$DIR/$1.conf" <<EOF
+global {
+    control-socket $DIR/$1.ctl
+    log-level info
+    io-engine $IO_ENGINE
+}
+node alpha {
+    address 192.0.2.1:7789
+}
+node beta {
+    address 192.0.2.2:7789
+}
+volume db {
+    backing $DIR/$1.img
+    nbd-socket $DIR/$1.nbd
+    meta-disk $DIR/$1.meta
+    mode $2
+    connect-interval 200ms
+    ${RS_EXTRA:-}
+}
+EOF
+}
+
+hk() {
+	local n=$1
+	shift
+	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
+}
+
+# repl NODE FIELD: a field of NODE's replication status.
+repl() {
+	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
+}
+
+# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
+wait_until() {
+	local end=$(($(date +%s%N) + $2 * 1000000000))
+	until eval "$1" >/dev/null 2>&1; do
+		(($(date +%s%N) < end)) || return 1
+		sleep 0.1
+	done
+}
+
+# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
+# exec, so $! is hakd itself).
+start_node() {
+	local n=$1 ns=NS_$1
+	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
+		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
+	PIDS[$n]=$!
+	wait_until "hk $n version" 10 || die "hakd on $n did not come up"
+}
+
+# pair_start MODE BLANK: fresh metadata (blank when BLANK=1), both nodes up and connected.
+pair_start() {
+	local mode=$1 blank=$2 n
+	for n in alpha beta; do
+		write_config "$n" "$mode"
+		rm -f "$DIR/$n.meta"
+		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db ${blank:+--blank} \
+			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
+	done
+	start_node alpha "$CPU_PRIMARY"
+	start_node beta "$CPU_SECONDARY"
+	for n in alpha beta; do
+		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
+			die "$n is not Connected after 20 s (link $(repl "$n" link))"
+	done
+}
+
+pair_stop() {
+	local n
+	for n in alpha beta; do
+		stop_proc "$n"
+		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
+	done
+}
+
+# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
+quiet() {
+	hk alpha status --json | jq -e '.volumes[0].replication |
+		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
+}
+
+# pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
+pair_quiesce() {
+	wait_until quiet 60 ||
+		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
+			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
+}
+
+# median FORMAT VALUES...
+median() {
+	local fmt=$1
+	shift
+	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
+		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+cat >"$DIR/tcpcopy.py" <<'EOF'
+# tcpcopy.py recv PORT | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time; the
+# sender prints MiB/s from connect until the receiver has read everything and closed.
+import os, socket, sys, time
+CHUNK = 1 << 20
+if sys.argv[1] == "recv":
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("0.0.0.0", int(sys.argv[2])))
+    ls.listen(1)
+    c, _ = ls.accept()
+    buf = bytearray(CHUNK)
+    while c.recv_into(buf):
+        pass
+    c.close()
+else:
+    fd = os.open(sys.argv[2], os.O_RDONLY)
+    deadline = time.time() + 10
+    while True:
+        try:
+            s = socket.create_connection((sys.argv[3], int(sys.argv[4])))
+            break
+        except ConnectionRefusedError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
+    t0 = time.time()
+    total = 0
+    while True:
+        b = os.read(fd, CHUNK)
+        if not b:
+            break
+        s.sendall(b)
+        total += len(b)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(1)
+    print("%.1f" % (total / 1048576 / (time.time() - t0)))
+EOF
+
+# run_tcp: the same amount of data over the same veth, pinned the same way; appended to TCP_MBPS.
+run_tcp() {
+	local v
+	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" "$PYTHON" "$DIR/tcpcopy.py" recv 9999 \
+		</dev/null >>"$DIR/tcp.log" 2>&1 &
+	PIDS[tcprecv]=$!
+	v=$(ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" "$PYTHON" "$DIR/tcpcopy.py" send \
+		"$DIR/alpha.img" 192.0.2.2 9999 2>>"$DIR/tcp.log") || die "the TCP copy failed"
+	stop_proc tcprecv
+	TCP_MBPS+=("$v")
+}
+
+
+# fio_qd1: 4K random writes, QD1, RUNTIME seconds against alpha; prints the mean latency in us.
+fio_qd1() {
+	taskset -c "$CPU_PRIMARY" fio --name=lat --ioengine=nbd \
+		--uri="nbd+unix:///db?socket=$DIR/alpha.nbd" --rw=randwrite --bs=4k --iodepth=1 \
+		--size="$SIZE" --time_based --runtime="$RUNTIME" --ramp_time=1 --randrepeat=0 \
+		--output-format=json --output="$DIR/fio.json" >/dev/null 2>"$DIR/fio.err" || {
+		cat "$DIR/fio.err" >&2
+		die "fio failed"
+	}
+	jq -r '.jobs[0].write.lat_ns.mean / 1000 | . * 10 | floor / 10' "$DIR/fio.json"
+}
+
+RS_MBPS=() TCP_MBPS=() LAT_IDLE=() LAT_RS=()
+
+run_resync_idle() {
+	local t0 t1
+	pair_start sync ""
+	t0=$(date +%s.%N)
+	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
+	wait_until "[[ \$(repl beta disk) == UpToDate ]]" 600 || die "beta is not UpToDate after 600 s"
+	t1=$(date +%s.%N)
+	pair_stop
+	RS_MBPS+=("$(awk -v a="$t0" -v b="$t1" -v s="$SIZE_BYTES" \
+		'BEGIN {printf "%.1f", s / 1048576 / (b - a)}')")
+}
+
+run_latency() {
+	local v left
+	pair_start sync 1
+	hk alpha primary db >/dev/null || die "promoting alpha failed"
+	LAT_IDLE+=("$(fio_qd1)")
+	pair_stop
+	pair_start sync ""
+	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
+	v=$(fio_qd1)
+	left=$(repl alpha resync.left_bytes)
+	if [[ $left == null || $left == 0 ]]; then
+		echo "bench: the resync ended before fio did; this 'during' run is not counted" >&2
+	else
+		LAT_RS+=("$v")
+		echo "bench: during the resync: ${v} us; $((SIZE_BYTES - left)) of $SIZE_BYTES bytes" \
+			"resynced while fio ran" >&2
+	fi
+	wait_until "[[ \$(repl beta disk) == UpToDate ]]" 600 || die "beta is not UpToDate after 600 s"
+	pair_stop
+}
+
+echo "bench: $RUNS rounds, $SIZE files on $DIR, hakd engine $IO_ENGINE" >&2
+echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for ((r = 0; r < RUNS; r++)); do
+	run_tcp
+	run_resync_idle
+	run_latency
+	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s, TCP ${TCP_MBPS[-1]} MiB/s;" \
+		"QD1 latency idle ${LAT_IDLE[-1]} us; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+x=$(median %.1f "${RS_MBPS[@]}")
+y=$(median %.1f "${TCP_MBPS[@]}")
+echo "RESULT resync_idle mbps=$x tcp_mbps=$y ratio=$(awk -v a="$x" -v b="$y" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+a=$(median %.1f "${LAT_IDLE[@]}")
+if ((${#LAT_RS[@]})); then
+	b=$(median %.1f "${LAT_RS[@]}")
+	echo "RESULT resync_latency idle_us=$a during_us=$b ratio=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.2f", (a > 0) ? b / a : 0}')"
+else
+	echo "RESULT resync_latency idle_us=$a during_us=NA ratio=NA (every resync ended before fio)"
+fi
