@@ -28,6 +28,7 @@
 #include "nbd.h"
 #include "repl.h"
 #include "volume.h"
+#include "witness.h"
 
 #ifndef PR_SET_IO_FLUSHER
 #define PR_SET_IO_FLUSHER 57
@@ -74,6 +75,7 @@ struct args {
 	const char *pidfile;
 	const char *node;
 	int foreground;
+	int witness;
 	int direct;
 	int read_only;
 };
@@ -98,6 +100,7 @@ static void usage(FILE *f)
 	    "  --pidfile FILE       write the pid to FILE\n"
 	    "  --node NAME          which node of the configuration this is (default: by "
 	    "hostname)\n"
+	    "  --witness            run only the witness of the config's cluster section\n"
 	    "  --foreground         log to stderr instead of syslog\n"
 	    "  --help, --version\n",
 	    HAK_DEFAULT_CONTROL_SOCKET);
@@ -117,6 +120,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {"pidfile", required_argument, NULL, 'p'},
 	    {"node", required_argument, NULL, 'N'},
 	    {"foreground", no_argument, NULL, 'f'},
+	    {"witness", no_argument, NULL, 'W'},
 	    {"direct", no_argument, NULL, 'D'},
 	    {"read-only", no_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
@@ -124,7 +128,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fDrhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fWDrhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			a->config = optarg;
@@ -159,6 +163,9 @@ static int args_parse(int argc, char **argv, struct args *a)
 		case 'f':
 			a->foreground = 1;
 			break;
+		case 'W':
+			a->witness = 1;
+			break;
 		case 'D':
 			a->direct = 1;
 			break;
@@ -188,6 +195,10 @@ static int args_parse(int argc, char **argv, struct args *a)
 	if (!a->export_path && (a->socket || a->tcp || a->name || a->direct || a->read_only)) {
 		fprintf(stderr, "hakd: --socket, --tcp, --name, --direct and --read-only go with "
 		                "--export.\n");
+		return -1;
+	}
+	if (a->witness && a->export_path) {
+		fprintf(stderr, "hakd: --witness runs from a --config file, not with --export.\n");
 		return -1;
 	}
 	if (a->export_path && a->config) {
@@ -576,6 +587,27 @@ static int write_pidfile(const char *path)
 	return fclose(f);
 }
 
+/* hakd --witness: the third host's vote, nothing else (no volumes, no control socket). */
+static int witness_main(const struct args *a, struct hak_config *cfg)
+{
+	int rc;
+
+	if (!a->foreground)
+		log_open_syslog("hakd-witness");
+	log_set_level(cfg->log_level);
+	signal(SIGPIPE, SIG_IGN);
+	if (a->pidfile && write_pidfile(a->pidfile) < 0) {
+		log_err("Cannot write pid file %s: %s.", a->pidfile, strerror(errno));
+		config_free(cfg);
+		return 1;
+	}
+	rc = wit_serve(cfg);
+	if (a->pidfile)
+		unlink(a->pidfile);
+	config_free(cfg);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = {0};
@@ -586,6 +618,8 @@ int main(int argc, char **argv)
 	d.cfg = config_from_args(&a);
 	if (!d.cfg)
 		return 1;
+	if (a.witness)
+		return witness_main(&a, d.cfg);
 	if (d.cfg->n_nodes == 2) {
 		char err[512];
 		if (config_find_self(d.cfg, a.node, &d.self, &d.peer, err, sizeof(err)) < 0) {
