@@ -18,6 +18,7 @@
 #include <hak/version.h>
 
 #include "buf.h"
+#include "clusterd.h"
 #include "config.h"
 #include "control.h"
 #include "groupctl.h"
@@ -57,6 +58,7 @@ struct hakd {
 	size_t n;
 	struct control *ctl;
 	struct groupctl *groups;
+	struct clusterd *cluster;
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer shutdown_poll;
 	double shutdown_start;
@@ -312,9 +314,15 @@ static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
 			return NULL;
 		}
 	}
-	return json_pack("{s:s, s:i, s:s, s:o, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
-	                 "io_engine", io_engine_name(d->io), "volumes", vols, "groups",
-	                 groupctl_status_json(d->groups));
+	json_t *o = json_pack("{s:s, s:i, s:s, s:o, s:o}", "version", HAK_VERSION, "pid",
+	                      (int)getpid(), "io_engine", io_engine_name(d->io), "volumes", vols,
+	                      "groups", groupctl_status_json(d->groups));
+	json_t *cl = clusterd_status_json(d->cluster);
+	if (o && cl)
+		json_object_set_new(o, "cluster", cl);
+	else
+		json_decref(cl);
+	return o;
 }
 
 static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
@@ -428,6 +436,7 @@ static void role_changed(void *ctx, enum repl_role role)
 	if (!d->srvs[sl->i])
 		return;
 	nbd_server_set_refuse(d->srvs[sl->i], role == ROLE_PRIMARY ? NULL : sl->refuse);
+	clusterd_kick(d->cluster);
 }
 
 static void shutdown_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -479,6 +488,33 @@ static void process_setup(void)
 		log_debug("PR_SET_IO_FLUSHER is not available (%s); continuing without it.",
 		          strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The cluster manager, with a cluster section: it drives the first replicated volume. */
+static int cluster_start(struct hakd *d)
+{
+	char err[512];
+
+	if (!d->cfg->cluster.present || !d->self || d->n == 0 || !d->repls[0])
+		return 0;
+	if (d->n > 1)
+		log_warn("The cluster manager drives volume %s only; the other %zu volume(s) stay "
+		         "under manual control.",
+		         volume_name(d->vols[0]), d->n - 1);
+	struct clusterd_params p = {.loop = d->loop,
+	                            .cfg = d->cfg,
+	                            .self = d->self,
+	                            .peer = d->peer,
+	                            .repl = d->repls[0],
+	                            .vol = d->vols[0],
+	                            .srv = d->srvs[0],
+	                            .groups = d->groups,
+	                            .ctl = d->ctl};
+	if (clusterd_start(&p, &d->cluster, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 static int hakd_start(struct hakd *d)
@@ -548,11 +584,13 @@ static int hakd_start(struct hakd *d)
 	if (control_register(d->ctl, "detach", cmd_disk, d) < 0 ||
 	    control_register(d->ctl, "attach", cmd_disk, d) < 0)
 		return -1;
-	return 0;
+	return cluster_start(d);
 }
 
 static void hakd_stop(struct hakd *d)
 {
+	clusterd_stop(d->cluster);
+	d->cluster = NULL;
 	groupctl_destroy(d->groups);
 	events_shutdown();
 	control_destroy(d->ctl);
