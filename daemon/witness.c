@@ -340,6 +340,19 @@ out:
 
 /* ---- the client ---- */
 
+static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+	return x->sin6_port == y->sin6_port &&
+	       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+}
+
 struct wit_client {
 	struct hb_key key;
 	uint32_t cluster_id, node_id;
@@ -435,10 +448,15 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 16; i++) {
 		uint8_t buf[WIT_PKT_SIZE + 1];
 		struct wit_msg m;
-		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n =
+		    recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
 		if (n < 0)
 			break;
-		bool ok = wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
+		memset((char *)&from + fl, 0, sizeof(from) - fl);
+		bool ok = same_addr(&from, &c->addr) &&
+		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
 		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
 		          m.incarnation == c->incarnation;
 		pthread_mutex_lock(&c->mu);
@@ -521,8 +539,9 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 	c->notify = notify;
 	c->arg = arg;
 	any.ss_family = c->addr.ss_family;
-	if ((c->fd = udp_bind(&any, 0)) < 0 ||
-	    connect(c->fd, (const struct sockaddr *)&c->addr, c->addr_len) < 0) {
+	/* not connected: the source address follows the routes of each send, so a route to the
+	 * witness added after the start (boot order) is used at once */
+	if ((c->fd = udp_bind(&any, 0)) < 0) {
 		snprintf(err, errlen, "Cannot open the witness socket towards %s: %s.",
 		         witness_addr, strerror(errno));
 		goto fail;

@@ -56,6 +56,10 @@ group svc {
 }
 EOC
 	mkdir -p "$WORK/state-$n"
+	# beta starts in standby (the persistent flag), so alpha takes the primary role by itself
+	if [[ $n == beta && ${CLUSTER_BETA_STANDBY:-1} == 1 ]]; then
+		touch "$WORK/state-beta/cluster-1.standby"
+	fi
 }
 
 cluster_setup() {
@@ -79,13 +83,6 @@ cluster_setup() {
 		ip -n "${!ns}" link set "v$x-$PAIR_SID" up
 		ip -n "${!ns}" route add 192.0.2.250/32 via "192.0.2.$net"
 	done
-	# the nodes connected their witness sockets before the route existed: start them again
-	node_stop alpha
-	node_stop beta
-	# beta starts in standby (the persistent flag), so alpha takes the primary role by itself
-	[[ ${CLUSTER_BETA_STANDBY:-1} == 1 ]] && touch "$WORK/state-beta/cluster-1.standby"
-	node_start alpha
-	node_start beta
 	ip netns exec "$NS_witness" "$HAKD" --witness --config "$WORK/alpha.conf" --foreground \
 		</dev/null >>"$WORK/witness.log" 2>&1 &
 	WITNESS_PID=$!
