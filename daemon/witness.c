@@ -135,7 +135,9 @@ enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int6
 	if (!running)
 		s->holder = 0;
 	if (req->flags & WIT_F_WANT) {
-		if (!running) {
+		if (!running && now_ms < s->quiet_until) {
+			d = WIT_DENY;
+		} else if (!running) {
 			d = WIT_GRANT;
 		} else if (s->holder == req->node_id) {
 			d = WIT_RENEW;
@@ -317,6 +319,7 @@ int wit_serve(const struct hak_config *cfg)
 	}
 	sv.st.cluster_id = cfg->cluster.cluster_id;
 	sv.lease_ms = (int64_t)(2 * cfg->cluster.deadtime * 1000.0 + 0.5);
+	sv.st.quiet_until = mono_ms() + sv.lease_ms;
 	ev_io_init(&rx, server_rx_cb, sv.fd, EV_READ);
 	rx.data = &sv;
 	ev_io_start(loop, &rx);

@@ -63,6 +63,9 @@ struct wit_state {
 	uint32_t holder;        /* 0: nobody */
 	int64_t expires_ms;     /* monotonic; the lease runs while now < expires_ms */
 	struct hb_replay rp[2]; /* nodes 1 and 2 */
+	/* A restarted witness forgot its holder, who still counts on its lease: no grant before
+	 * a whole lease has passed since the start. */
+	int64_t quiet_until;
 };
 
 enum wit_decision {

@@ -178,6 +178,25 @@ START_TEST(grant_refuses_foreign)
 }
 END_TEST
 
+START_TEST(grant_quiet_after_start)
+{
+	struct wit_state s = {.cluster_id = 7, .quiet_until = 1000};
+	struct wit_msg rep, req = {.type = WIT_REQUEST,
+	                           .flags = WIT_F_WANT,
+	                           .cluster_id = 7,
+	                           .node_id = 2,
+	                           .incarnation = 1,
+	                           .seq = 1};
+
+	ck_assert_int_eq(wit_grant(&s, &req, 999, 1000, &rep), WIT_DENY);
+	ck_assert_uint_eq(s.holder, 0);
+	ck_assert_uint_eq(rep.holder, 0);
+	req.seq = 2;
+	ck_assert_int_eq(wit_grant(&s, &req, 1000, 1000, &rep), WIT_GRANT);
+	ck_assert_uint_eq(s.holder, 2);
+}
+END_TEST
+
 START_TEST(addr_parse)
 {
 	struct sockaddr_storage ss;
@@ -327,6 +346,7 @@ static Suite *witness_suite(void)
 	tcase_add_test(tc, codec_fields_checked);
 	tcase_add_test(tc, grant_table);
 	tcase_add_test(tc, grant_refuses_foreign);
+	tcase_add_test(tc, grant_quiet_after_start);
 	tcase_add_test(tc, addr_parse);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("runtime");
