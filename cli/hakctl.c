@@ -60,6 +60,9 @@ static void usage(FILE *f)
 	    "                             each; stop after N lines or S seconds (exit 4 when\n"
 	    "                             the timeout came before N lines)\n"
 	    "  resync VOL pause|resume    hold or release resyncs (either node)\n"
+	    "  switchover [--to NODE]     planned move of the primary role (default: to the peer)\n"
+	    "  standby | unstandby        this node must not (may again) be primary; persistent\n"
+	    "  failover --force           promote without vote, fence or UpToDate data\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -276,6 +279,58 @@ static void print_group(json_t *g)
 	}
 }
 
+static void print_cluster(json_t *cl)
+{
+	json_t *p = json_object_get(cl, "peer"), *w = json_object_get(cl, "witness");
+	size_t i, alive = 0;
+	json_t *v;
+
+	json_array_foreach(json_object_get(cl, "paths"), i, v) alive +=
+	    json_is_true(json_object_get(v, "alive"));
+	printf("cluster (node %s): peer %s, %s %s, %zu of %zu paths alive; witness %s%s; rule %s: "
+	       "%s\n",
+	       json_string_value(json_object_get(cl, "node")),
+	       json_is_true(json_object_get(p, "alive")) ? "alive" : "dead",
+	       json_string_value(json_object_get(p, "role")),
+	       json_string_value(json_object_get(p, "disk")), alive,
+	       json_array_size(json_object_get(cl, "paths")),
+	       !json_is_true(json_object_get(w, "configured")) ? "none"
+	       : json_is_true(json_object_get(w, "reachable")) ? "reachable"
+	                                                       : "unreachable",
+	       json_is_true(json_object_get(w, "vote")) ? " (this node holds the vote)" : "",
+	       json_string_value(json_object_get(cl, "rule")),
+	       json_string_value(json_object_get(cl, "reason")));
+}
+
+/* switchover [--to NODE] | standby | unstandby | failover --force */
+static int cmd_cluster(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	json_t *req = json_pack("{s:s}", "cmd", argv[0]);
+
+	if (strcmp(argv[0], "switchover") == 0 && argc == 3 && strcmp(argv[1], "--to") == 0) {
+		json_object_set_new(req, "to", json_string(argv[2]));
+	} else if (strcmp(argv[0], "failover") == 0 && argc == 2 &&
+	           strcmp(argv[1], "--force") == 0) {
+		json_object_set_new(req, "force", json_true());
+	} else if (argc != 1 || strcmp(argv[0], "failover") == 0) {
+		fprintf(stderr,
+		        "hakctl %s: use 'hakctl switchover [--to NODE]', 'hakctl standby', "
+		        "'hakctl unstandby' or 'hakctl failover --force'.\n",
+		        argv[0]);
+		json_decref(req);
+		return EXIT_USAGE;
+	}
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	printf("%s requested; the cluster manager carries it out (see hakctl status).\n",
+	       json_string_value(json_object_get(resp, "pending")));
+	json_decref(resp);
+	return 0;
+}
+
 static int cmd_status(const struct cli *c, int argc, char **argv)
 {
 	int json = c->json, rc;
@@ -307,6 +362,8 @@ static int cmd_status(const struct cli *c, int argc, char **argv)
 		       json_array_size(vols));
 		json_array_foreach(vols, i, v) print_volume(v);
 		json_array_foreach(json_object_get(resp, "groups"), i, v) print_group(v);
+		if (json_object_get(resp, "cluster"))
+			print_cluster(json_object_get(resp, "cluster"));
 	}
 	json_decref(resp);
 	return 0;
@@ -724,11 +781,18 @@ static const struct {
 	const char *name;
 	int (*fn)(const struct cli *c, int argc, char **argv);
 } commands[] = {
-    {"status", cmd_status},  {"version", cmd_version},     {"primary", cmd_role},
-    {"secondary", cmd_role}, {"connect", cmd_role},        {"disconnect", cmd_role},
-    {"resolve", cmd_role},   {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
-    {"group", cmd_group},    {"events", cmd_events},       {"verify", cmd_role},
-    {"attach", cmd_disk},    {"detach", cmd_disk},         {"resync", cmd_resync},
+    {"status", cmd_status},      {"version", cmd_version},     {"primary", cmd_role},
+    {"secondary", cmd_role},     {"connect", cmd_role},        {"disconnect", cmd_role},
+    {"resolve", cmd_role},       {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
+    {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
+    {"attach", cmd_disk},        {"detach", cmd_disk},         {"resync", cmd_resync},
+    {"status", cmd_status},      {"version", cmd_version},     {"primary", cmd_role},
+    {"secondary", cmd_role},     {"connect", cmd_role},        {"disconnect", cmd_role},
+    {"resolve", cmd_role},       {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
+    {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
+    {"resync", cmd_role},        {"attach", cmd_disk},         {"detach", cmd_disk},
+    {"switchover", cmd_cluster}, {"standby", cmd_cluster},     {"unstandby", cmd_cluster},
+    {"failover", cmd_cluster},
 };
 
 int main(int argc, char **argv)

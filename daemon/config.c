@@ -200,6 +200,12 @@ static const struct conf_key cluster_keys[] = {
      .doc = "the file with the key that authenticates heartbeats"},
     {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), enum_quorum_loss,
      "freeze, demote", .doc = "what a primary does that lost both its peer and the witness"},
+    {"witness-address", CONF_ADDR, 0, 0, 0, CFIELD(witness_address), NULL, NULL,
+     .doc = "the witness's IP:PORT: where hakd --witness listens and the nodes ask for its vote"},
+    {"quorum", CONF_BOOL, 0, 0, 0, CFIELD(quorum), NULL, NULL,
+     .doc = "no: promote without a witness vote, after fence-hook succeeded (default yes)"},
+    {"fence-hook", CONF_PATH, 0, 0, 0, CFIELD(fence_hook), NULL, NULL,
+     .doc = "a program that powers the peer off; exit 0 means it can no longer write"},
 };
 
 static const struct conf_key volume_keys[] = {
@@ -939,6 +945,12 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 			    "'heartbeat-address IP:PORT IP:PORT'.",
 			    cfg->nodes[i].name, cfg->nodes[i].n_heartbeat);
 		}
+	if (!cl->quorum && !cl->fence_hook) {
+		setting_pos(c, "quorum", &line, &col);
+		return perr(ps, line, col,
+		            "quorum no needs a fence-hook: without the witness's vote only a "
+		            "successful fence may let a node promote; add fence-hook PATH.");
+	}
 	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
 		setting_pos(c, "deadtime", &line, &col);
 		return perr(ps, line, col,
@@ -994,6 +1006,7 @@ struct hak_config *config_new_default(void)
 	cfg->cluster.heartbeat_interval = HAK_DEFAULT_HB_INTERVAL;
 	cfg->cluster.deadtime = HAK_DEFAULT_DEADTIME;
 	cfg->cluster.on_quorum_loss = HAK_QL_FREEZE;
+	cfg->cluster.quorum = 1;
 	return cfg;
 }
 
@@ -1134,6 +1147,8 @@ void config_free(struct hak_config *cfg)
 	free(cfg->node_name);
 	free(cfg->state_dir);
 	free(cfg->cluster.auth_key_file);
+	free(cfg->cluster.witness_address);
+	free(cfg->cluster.fence_hook);
 	free(cfg);
 }
 

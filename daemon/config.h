@@ -70,7 +70,12 @@ struct hak_cluster_cfg {
 	double deadtime;           /* "deadtime" 50ms..60s (default 1s), > 2 intervals */
 	char *auth_key_file;       /* "auth-key-file" (required): the HMAC key, mode 0600 */
 	enum hak_quorum_loss on_quorum_loss; /* "on-quorum-loss" freeze|demote (default freeze) */
-	unsigned line;                       /* of the "cluster" keyword */
+	char *witness_address; /* "witness-address IP:PORT": hakd --witness listens there, the
+	                        * nodes ask it for the vote; NULL: no witness */
+	int quorum;            /* "quorum" (default yes); no: a successful fence-hook replaces
+	                        * the vote */
+	char *fence_hook;      /* "fence-hook PATH": powers the peer off, exit 0 = fenced */
+	unsigned line;         /* of the "cluster" keyword */
 };
 
 /*

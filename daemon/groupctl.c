@@ -14,8 +14,36 @@
 
 struct groupctl {
 	struct group *g[CONFIG_MAX_GROUPS];
+	const struct hak_group_cfg *cfg[CONFIG_MAX_GROUPS];
 	unsigned n;
+	void (*listener)(void *ctx);
+	void *listener_ctx;
 };
+
+static void groupctl_changed(void *ctx, struct group *g, enum group_state st, const char *why)
+{
+	struct groupctl *gc = ctx;
+
+	(void)g;
+	(void)st;
+	(void)why;
+	if (gc->listener)
+		gc->listener(gc->listener_ctx);
+}
+
+struct group *groupctl_find_volume(const struct groupctl *gc, const char *volume)
+{
+	for (unsigned i = 0; gc && i < gc->n; i++)
+		if (strcmp(gc->cfg[i]->volume, volume) == 0)
+			return gc->g[i];
+	return NULL;
+}
+
+void groupctl_set_listener(struct groupctl *gc, void (*fn)(void *ctx), void *ctx)
+{
+	gc->listener = fn;
+	gc->listener_ctx = ctx;
+}
 
 static json_t *groupctl_cmd(void *ctx, json_t *req, char *err, size_t errlen)
 {
@@ -64,9 +92,10 @@ int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_
 	for (unsigned i = 0; i < gl->n; i++) {
 		const struct hak_volume_cfg *v = config_find_volume(cfg, gl->g[i]->volume);
 
-		if (group_create(loop, gl->g[i], v ? v->nbd_socket : NULL, NULL, NULL, &gc->g[i]) <
-		    0)
+		if (group_create(loop, gl->g[i], v ? v->nbd_socket : NULL, groupctl_changed, gc,
+		                 &gc->g[i]) < 0)
 			goto out;
+		gc->cfg[i] = gl->g[i];
 		gc->n++;
 	}
 	if (control_register(ctl, "group", groupctl_cmd, gc) < 0)

@@ -18,6 +18,7 @@
 #include <hak/version.h>
 
 #include "buf.h"
+#include "clusterd.h"
 #include "config.h"
 #include "control.h"
 #include "groupctl.h"
@@ -28,6 +29,7 @@
 #include "nbd.h"
 #include "repl.h"
 #include "volume.h"
+#include "witness.h"
 
 #ifndef PR_SET_IO_FLUSHER
 #define PR_SET_IO_FLUSHER 57
@@ -56,6 +58,7 @@ struct hakd {
 	size_t n;
 	struct control *ctl;
 	struct groupctl *groups;
+	struct clusterd *cluster;
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer shutdown_poll;
 	double shutdown_start;
@@ -74,6 +77,7 @@ struct args {
 	const char *pidfile;
 	const char *node;
 	int foreground;
+	int witness;
 	int direct;
 	int read_only;
 };
@@ -98,6 +102,7 @@ static void usage(FILE *f)
 	    "  --pidfile FILE       write the pid to FILE\n"
 	    "  --node NAME          which node of the configuration this is (default: by "
 	    "hostname)\n"
+	    "  --witness            run only the witness of the config's cluster section\n"
 	    "  --foreground         log to stderr instead of syslog\n"
 	    "  --help, --version\n",
 	    HAK_DEFAULT_CONTROL_SOCKET);
@@ -117,6 +122,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {"pidfile", required_argument, NULL, 'p'},
 	    {"node", required_argument, NULL, 'N'},
 	    {"foreground", no_argument, NULL, 'f'},
+	    {"witness", no_argument, NULL, 'W'},
 	    {"direct", no_argument, NULL, 'D'},
 	    {"read-only", no_argument, NULL, 'r'},
 	    {"help", no_argument, NULL, 'h'},
@@ -124,7 +130,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fDrhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fWDrhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			a->config = optarg;
@@ -159,6 +165,9 @@ static int args_parse(int argc, char **argv, struct args *a)
 		case 'f':
 			a->foreground = 1;
 			break;
+		case 'W':
+			a->witness = 1;
+			break;
 		case 'D':
 			a->direct = 1;
 			break;
@@ -188,6 +197,10 @@ static int args_parse(int argc, char **argv, struct args *a)
 	if (!a->export_path && (a->socket || a->tcp || a->name || a->direct || a->read_only)) {
 		fprintf(stderr, "hakd: --socket, --tcp, --name, --direct and --read-only go with "
 		                "--export.\n");
+		return -1;
+	}
+	if (a->witness && a->export_path) {
+		fprintf(stderr, "hakd: --witness runs from a --config file, not with --export.\n");
 		return -1;
 	}
 	if (a->export_path && a->config) {
@@ -301,9 +314,15 @@ static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
 			return NULL;
 		}
 	}
-	return json_pack("{s:s, s:i, s:s, s:o, s:o}", "version", HAK_VERSION, "pid", (int)getpid(),
-	                 "io_engine", io_engine_name(d->io), "volumes", vols, "groups",
-	                 groupctl_status_json(d->groups));
+	json_t *o = json_pack("{s:s, s:i, s:s, s:o, s:o}", "version", HAK_VERSION, "pid",
+	                      (int)getpid(), "io_engine", io_engine_name(d->io), "volumes", vols,
+	                      "groups", groupctl_status_json(d->groups));
+	json_t *cl = clusterd_status_json(d->cluster);
+	if (o && cl)
+		json_object_set_new(o, "cluster", cl);
+	else
+		json_decref(cl);
+	return o;
 }
 
 static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
@@ -441,6 +460,7 @@ static void role_changed(void *ctx, enum repl_role role)
 	if (!d->srvs[sl->i])
 		return;
 	nbd_server_set_refuse(d->srvs[sl->i], role == ROLE_PRIMARY ? NULL : sl->refuse);
+	clusterd_kick(d->cluster);
 }
 
 static void shutdown_poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -492,6 +512,33 @@ static void process_setup(void)
 		log_debug("PR_SET_IO_FLUSHER is not available (%s); continuing without it.",
 		          strerror(errno));
 	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The cluster manager, with a cluster section: it drives the first replicated volume. */
+static int cluster_start(struct hakd *d)
+{
+	char err[512];
+
+	if (!d->cfg->cluster.present || !d->self || d->n == 0 || !d->repls[0])
+		return 0;
+	if (d->n > 1)
+		log_warn("The cluster manager drives volume %s only; the other %zu volume(s) stay "
+		         "under manual control.",
+		         volume_name(d->vols[0]), d->n - 1);
+	struct clusterd_params p = {.loop = d->loop,
+	                            .cfg = d->cfg,
+	                            .self = d->self,
+	                            .peer = d->peer,
+	                            .repl = d->repls[0],
+	                            .vol = d->vols[0],
+	                            .srv = d->srvs[0],
+	                            .groups = d->groups,
+	                            .ctl = d->ctl};
+	if (clusterd_start(&p, &d->cluster, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -1;
+	}
+	return 0;
 }
 
 static int hakd_start(struct hakd *d)
@@ -562,11 +609,13 @@ static int hakd_start(struct hakd *d)
 	if (control_register(d->ctl, "detach", cmd_disk, d) < 0 ||
 	    control_register(d->ctl, "attach", cmd_disk, d) < 0)
 		return -1;
-	return 0;
+	return cluster_start(d);
 }
 
 static void hakd_stop(struct hakd *d)
 {
+	clusterd_stop(d->cluster);
+	d->cluster = NULL;
 	groupctl_destroy(d->groups);
 	events_shutdown();
 	control_destroy(d->ctl);
@@ -601,6 +650,27 @@ static int write_pidfile(const char *path)
 	return fclose(f);
 }
 
+/* hakd --witness: the third host's vote, nothing else (no volumes, no control socket). */
+static int witness_main(const struct args *a, struct hak_config *cfg)
+{
+	int rc;
+
+	if (!a->foreground)
+		log_open_syslog("hakd-witness");
+	log_set_level(cfg->log_level);
+	signal(SIGPIPE, SIG_IGN);
+	if (a->pidfile && write_pidfile(a->pidfile) < 0) {
+		log_err("Cannot write pid file %s: %s.", a->pidfile, strerror(errno));
+		config_free(cfg);
+		return 1;
+	}
+	rc = wit_serve(cfg);
+	if (a->pidfile)
+		unlink(a->pidfile);
+	config_free(cfg);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = {0};
@@ -611,6 +681,8 @@ int main(int argc, char **argv)
 	d.cfg = config_from_args(&a);
 	if (!d.cfg)
 		return 1;
+	if (a.witness)
+		return witness_main(&a, d.cfg);
 	if (d.cfg->n_nodes == 2) {
 		char err[512];
 		if (config_find_self(d.cfg, a.node, &d.self, &d.peer, err, sizeof(err)) < 0) {

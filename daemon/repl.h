@@ -100,6 +100,9 @@ int repl_verify(struct repl *r, char *err, size_t errlen);
 /* Resync the blocks marked out of sync on either node (after a verify), while connected. */
 int repl_resync(struct repl *r, char *err, size_t errlen);
 
+/* The local disk and the link state (repl_state.c, for the cluster manager). */
+enum repl_disk repl_disk_state(const struct repl *r);
+enum repl_link repl_link_state(const struct repl *r);
 /* Status object for hakctl. */
 json_t *repl_status_json(const struct repl *r);
 

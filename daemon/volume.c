@@ -25,9 +25,11 @@ struct volume {
 	bool blockdev;
 	struct vol_stats st;
 	struct repl *repl;
-	bool diskless;     /* detached: no local I/O, everything through the peer */
-	int stale_fd;      /* the detached backing store's fd, closed at attach or close */
-	double passon_log; /* rate limit of pass-on error lines */
+	bool diskless;            /* detached: no local I/O, everything through the peer */
+	int stale_fd;             /* the detached backing store's fd, closed at attach or close */
+	double passon_log;        /* rate limit of pass-on error lines */
+	bool frozen;              /* the cluster manager holds new writes (lost quorum) */
+	struct vol_io *fq, **fqt; /* held writes, in arrival order */
 };
 
 /* Shared by every volume for the write-zeroes fallback; never written to. */
@@ -352,6 +354,8 @@ void volume_fail(struct vol_io *vio, int err)
 	vol_complete(vio, err);
 }
 
+static void vol_go(struct volume *vol, struct vol_io *vio);
+
 int volume_submit(struct volume *vol, struct vol_io *vio)
 {
 	if ((unsigned)vio->op >= VOL_OP__COUNT) {
@@ -372,13 +376,43 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	vio->rr_err = 0;
 	vol->st.ops[vio->op]++;
 	vol->st.in_flight++;
+	if (vol->frozen && vio->op != VOL_READ && vio->op != VOL_CACHE &&
+	    vio->op != VOL_BLOCK_STATUS) {
+		vio->fnext = NULL;
+		if (!vol->fq)
+			vol->fqt = &vol->fq;
+		*vol->fqt = vio;
+		vol->fqt = &vio->fnext;
+		return 0;
+	}
+	vol_go(vol, vio);
+	return 0;
+}
+
+void volume_freeze(struct volume *vol, bool frozen)
+{
+	vol->frozen = frozen;
+	/* each held write goes on exactly as if it had arrived now */
+	while (!vol->frozen && vol->fq) {
+		struct vol_io *vio = vol->fq;
+		vol->fq = vio->fnext;
+		vol_go(vol, vio);
+	}
+}
+
+bool volume_frozen(const struct volume *vol)
+{
+	return vol->frozen;
+}
+
+static void vol_go(struct volume *vol, struct vol_io *vio)
+{
 	/* Replication first: it may hold the request back (a resync of the same blocks is being
 	 * read) or make its completion wait for the peer. */
 	if (vol->repl && vio->op != VOL_READ && vio->op != VOL_CACHE &&
 	    vio->op != VOL_BLOCK_STATUS && repl_submit(vol->repl, vio) > 0)
-		return 0;
+		return;
 	vol_start(vio);
-	return 0;
 }
 
 /*

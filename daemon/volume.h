@@ -61,6 +61,7 @@ struct vol_io {
 	unsigned rr_pending;
 	uint64_t rr_next;
 	int rr_err;
+	struct vol_io *fnext; /* volume.c's queue of writes held while frozen */
 };
 
 struct vol_stats {
@@ -105,6 +106,13 @@ bool volume_diskless(const struct volume *vol);
 /* A read the peer served for a diskless volume (repl.c / diskless.c): err 0 or an errno. */
 void volume_remote_read_done(struct vol_io *vio, int err);
 
+/*
+ * The cluster manager's freeze: while frozen, new writes, trims, zeroes and flushes wait in
+ * arrival order (reads go on); unfreezing submits them as if they arrived then. In-flight
+ * requests complete normally.
+ */
+void volume_freeze(struct volume *vol, bool frozen);
+bool volume_frozen(const struct volume *vol);
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);
 bool volume_is_blockdev(const struct volume *vol);

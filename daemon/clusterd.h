@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The cluster manager at run time: heartbeats and the witness client feed cluster_decide() (the
+ * pure decision, cluster.h) with what this node knows, and the actions it returns are carried out
+ * here: promote, demote, start and stop the service group, freeze writes, ask for the vote, fence
+ * the peer, standby. It manages the first replicated volume and the group on top of it.
+ */
+#ifndef HAK_CLUSTERD_H
+#define HAK_CLUSTERD_H
+
+#include <jansson.h>
+
+struct ev_loop;
+struct control;
+struct hak_config;
+struct hak_node_cfg;
+struct repl;
+struct volume;
+struct groupctl;
+struct nbd_server;
+struct clusterd;
+
+struct clusterd_params {
+	struct ev_loop *loop;
+	const struct hak_config *cfg;
+	const struct hak_node_cfg *self, *peer;
+	struct repl *repl;
+	struct volume *vol;
+	struct nbd_server *srv;
+	struct groupctl *groups;
+	struct control *ctl;
+};
+
+/* Start heartbeats, the witness client and the decisions. 0, or -1 with a sentence in err. */
+int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char *err,
+                   size_t errlen);
+/* Something changed (a role, a group): decide again soon, from the loop. cd may be NULL. */
+void clusterd_kick(struct clusterd *cd);
+/* The "cluster" object of the status; NULL when there is none. */
+json_t *clusterd_status_json(const struct clusterd *cd);
+void clusterd_stop(struct clusterd *cd);
+
+#endif

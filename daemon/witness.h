@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The witness: a third host's vote that breaks the tie when the two nodes lose each other (in the
+ * spirit of NDB's arbitrator and corosync-qnetd). It grants its vote to at most one node of a
+ * cluster at a time, as a lease: the holder renews it with every request, a request from the
+ * other node is denied while the lease runs and granted once it expired without renewal. A node
+ * that no longer wants the vote (its peer is back) releases it.
+ *
+ * UDP, one request and one reply, authenticated with HMAC-SHA256 under the cluster's auth key
+ * (the heartbeat key). The witness keeps a per-node replay window (incarnation, sequence) and
+ * drops stale or replayed requests without answering; a reply echoes the request's incarnation
+ * and sequence, which the node checks, so an old reply cannot be replayed at it either.
+ *
+ * Packet (72 bytes, big-endian):
+ *   0 magic "HAKW" | 4 version (1) | 5 type (1 request, 2 reply) | 6 flags (u16, WIT_F_*)
+ *   8 cluster id (u32) | 12 node id (u32, the requester) | 16 incarnation (u64, the requester's)
+ *   24 sequence (u64, the requester's) | 32 holder (u32, reply: node holding the vote, 0 none)
+ *   36 lease left (u32 ms, reply) | 40 HMAC-SHA256 of bytes 0..39
+ *
+ * Pure parts (wit_encode, wit_decode, wit_grant) are table-tested; the runtime is the witness
+ * server (hakd --witness) and the node-side client, each on its own thread with its own libev
+ * loop, so neither ever blocks the main loop.
+ */
+#ifndef HAK_WITNESS_H
+#define HAK_WITNESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "heartbeat.h"
+
+#define WIT_MAGIC      0x48414b57u /* "HAKW" */
+#define WIT_VERSION    1u
+#define WIT_PKT_SIZE   72u
+#define WIT_MAC_OFFSET 40u
+#define WIT_REQUEST    1u
+#define WIT_REPLY      2u
+
+#define WIT_F_WANT    (1u << 0) /* request: grant or renew the vote for me; else release */
+#define WIT_F_GRANTED (1u << 1) /* reply: the requester holds the vote now */
+#define WIT_F_ALL     0x3u
+
+struct wit_msg {
+	uint8_t type;
+	uint16_t flags;
+	uint32_t cluster_id;
+	uint32_t node_id; /* 1 or 2 */
+	uint64_t incarnation;
+	uint64_t seq;
+	uint32_t holder;   /* reply */
+	uint32_t lease_ms; /* reply: what is left of the holder's lease */
+};
+
+int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE]);
+/* Size, magic, version, MAC (constant time), then fields. Reuses hb_verdict's codes. */
+enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+                           struct wit_msg *m);
+
+/* The witness's memory of one cluster. */
+struct wit_state {
+	uint32_t cluster_id;
+	uint32_t holder;        /* 0: nobody */
+	int64_t expires_ms;     /* monotonic; the lease runs while now < expires_ms */
+	struct hb_replay rp[2]; /* nodes 1 and 2 */
+	/* A restarted witness forgot its holder, who still counts on its lease: no grant before
+	 * a whole lease has passed since the start. */
+	int64_t quiet_until;
+};
+
+enum wit_decision {
+	WIT_GRANT,   /* nobody held it (or the lease expired): now the requester does */
+	WIT_RENEW,   /* the holder asked again: lease extended */
+	WIT_DENY,    /* the other node holds a running lease */
+	WIT_RELEASE, /* the holder does not want it any more */
+	WIT_QUERY,   /* a node without the vote does not want it: just the state */
+	WIT_DROP,    /* foreign cluster, bad node id, stale or replayed: no answer */
+	WIT_DECISION_COUNT
+};
+
+/*
+ * The grant decision for a decoded request at monotonic time now_ms: updates *s and, unless the
+ * result is WIT_DROP, fills *reply (holder, lease left, echo of the request).
+ */
+enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int64_t now_ms,
+                            int64_t lease_ms, struct wit_msg *reply);
+const char *wit_decision_name(enum wit_decision d);
+
+/* "IP:PORT" or "[IPv6]:PORT" (numeric) into a socket address. 0, or -1 with errno EINVAL. */
+int wit_addr_parse(const char *text, struct sockaddr_storage *ss, socklen_t *len);
+
+/* ---- runtime ---- */
+
+struct ev_loop;
+struct hak_config;
+
+/* hakd --witness: serve the config's witness-address until SIGTERM/SIGINT. Returns the exit
+ * code. */
+int wit_serve(const struct hak_config *cfg);
+
+struct wit_client;
+
+struct wit_client_state {
+	bool configured;
+	bool reachable;        /* a valid reply within deadtime */
+	bool holds;            /* this node's lease is valid by its own (conservative) clock */
+	uint32_t holder;       /* as the last reply said (0 nobody) */
+	int64_t last_reply_ms; /* ago; -1 never */
+	bool want;
+	uint64_t tx, rx_ok, rx_bad;
+};
+
+/*
+ * Ask the witness every interval; notify runs on main_loop when reachable/holder change.
+ * lease_ms is the witness's lease (2 × deadtime): this node counts its vote valid only until
+ * the send time of the granted request plus lease_ms, which is never later than the witness's
+ * own expiry. Returns NULL with a sentence in err.
+ */
+struct wit_client *wit_client_start(const struct hb_config *hb, const char *witness_addr,
+                                    struct ev_loop *main_loop, void (*notify)(void *), void *arg,
+                                    char *err, size_t errlen);
+/* Want (grant/renew) or not (release) the vote from the next request on; thread-safe. */
+void wit_client_want(struct wit_client *c, bool want);
+void wit_client_state(struct wit_client *c, struct wit_client_state *out);
+void wit_client_stop(struct wit_client *c);
+
+#endif

@@ -1,0 +1,110 @@
+# shellcheck shell=bash disable=SC2034
+# Cluster helpers on top of pair.sh (source lib.sh, pair.sh, then this):
+#   cluster_setup        pair_setup with heartbeat paths, a cluster section (key file, witness
+#                        at 192.0.2.250:7791) and a group "svc" with one exec resource that
+#                        writes WORK/NODE.marker; plus a namespace "witness" joined to alpha
+#                        (192.0.2.201/30) and beta (192.0.2.205/30), running hakd --witness.
+#   role NAME            NAME's role (primary/secondary/down)
+#   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
+#   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
+NS_witness=hak-w-$PAIR_SID
+CLUSTER_ONQL=${CLUSTER_ONQL:-demote}
+
+_pair_config() {
+	local n=$1
+	cat >"$WORK/$n.conf" <<EOC
+global {
+    control-socket $WORK/$n.ctl
+    log-level ${PAIR_LOG_LEVEL:-info}
+    io-engine $HAK_IO_ENGINE
+    state-dir $WORK/state-$n
+}
+node alpha {
+    address 192.0.2.1:7789
+    heartbeat-address 192.0.2.1:7790 192.0.2.129:7790
+}
+node beta {
+    address 192.0.2.2:7789
+    heartbeat-address 192.0.2.2:7790 192.0.2.130:7790
+}
+cluster {
+    auth-key-file $WORK/cluster.key
+    heartbeat-interval 100ms
+    deadtime 500ms
+    on-quorum-loss $CLUSTER_ONQL
+    witness-address 192.0.2.250:7791
+}
+volume db {
+    backing $WORK/$n.img
+    nbd-socket $WORK/$n.nbd
+    meta-disk $WORK/$n.meta
+    mode $PAIR_MODE
+    ping-interval 200ms
+    ping-timeout 1s
+    connect-interval 200ms
+}
+group svc {
+    volume db
+    monitor-interval 200ms
+    resource marker {
+        type exec
+        start "echo $n >$WORK/$n.marker"
+        stop "rm -f $WORK/$n.marker"
+        monitor "test -f $WORK/$n.marker"
+        timeout 5s
+    }
+}
+EOC
+	mkdir -p "$WORK/state-$n"
+	# beta starts in standby (the persistent flag), so alpha takes the primary role by itself
+	if [[ $n == beta && ${CLUSTER_BETA_STANDBY:-1} == 1 ]]; then
+		touch "$WORK/state-beta/cluster-1.standby"
+	fi
+}
+
+cluster_setup() {
+	head -c 32 /dev/urandom | base64 >"$WORK/cluster.key"
+	chmod 600 "$WORK/cluster.key"
+	ip netns add "$NS_witness"
+	defer "ip netns del $NS_witness 2>/dev/null || true"
+	pair_setup "${1:-sync}" "${2:-64M}"
+	ip -n "$NS_witness" link set lo up
+	ip -n "$NS_witness" addr add 192.0.2.250/32 dev lo
+	local x ns net
+	for x in a b; do
+		ns=NS_alpha net=201
+		[[ $x == b ]] && ns=NS_beta net=205
+		ip link add "w$x-$PAIR_SID" type veth peer name "v$x-$PAIR_SID"
+		ip link set "w$x-$PAIR_SID" netns "$NS_witness"
+		ip link set "v$x-$PAIR_SID" netns "${!ns}"
+		ip -n "$NS_witness" addr add "192.0.2.$net/30" dev "w$x-$PAIR_SID"
+		ip -n "${!ns}" addr add "192.0.2.$((net + 1))/30" dev "v$x-$PAIR_SID"
+		ip -n "$NS_witness" link set "w$x-$PAIR_SID" up
+		ip -n "${!ns}" link set "v$x-$PAIR_SID" up
+		ip -n "${!ns}" route add 192.0.2.250/32 via "192.0.2.$net"
+	done
+	ip netns exec "$NS_witness" "$HAKD" --witness --config "$WORK/alpha.conf" --foreground \
+		</dev/null >>"$WORK/witness.log" 2>&1 &
+	WITNESS_PID=$!
+	track_pid "$WITNESS_PID"
+}
+
+role() {
+	node_alive "$1" || { echo down; return; }
+	hk "$1" status --json 2>/dev/null | jq -r '.volumes[0].role' || echo unknown
+}
+
+cl() {
+	hk "$1" status --json | jq -r ".cluster.$2"
+}
+
+witness_cut() {
+	local ns=NS_$1
+	ip -n "${!ns}" link set "v${1:0:1}-$PAIR_SID" down
+}
+
+witness_heal() {
+	local ns=NS_$1
+	ip -n "${!ns}" link set "v${1:0:1}-$PAIR_SID" up
+	ip -n "${!ns}" route replace 192.0.2.250/32 via "192.0.2.$([[ $1 == alpha ]] && echo 201 || echo 205)"
+}
