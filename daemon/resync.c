@@ -603,20 +603,21 @@ json_t *resync_status_json(const struct repl *r)
 	                       (double)r->rs_total
 	                 : 0.0;
 	double eta = r->rs_rate > 0 ? (double)left / r->rs_rate : -1;
-	return json_pack("{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:I, s:I}",
-	                 "direction", is_source(r) ? "source" : "target", "full", r->resync_full,
-	                 "total_bytes", (json_int_t)r->rs_total, "left_bytes", (json_int_t)left,
-	                 "done_bytes", (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
-	                 r->rs_rate / 1048576.0, "eta_s", eta, "csums", r->rs_csums, "bytes_marked",
-	                 (json_int_t)r->rs_total, "bytes_sent", (json_int_t)r->rs_payload_bytes,
-	                 "bytes_equal", (json_int_t)r->rs_equal_bytes);
 	double now = ev_now(r->p.loop);
-	return json_pack(
-	    "{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:b, s:b, s:f, s:I}", "direction",
-	    is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
-	    (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
-	    (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps", r->rs_rate / 1048576.0,
-	    "eta_s", eta, "paused", rsctl_paused(&r->rsctl), "paused_peer", r->rsctl.paused_peer,
-	    "app_busy", rsctl_busy(&r->rsctl, now), "rate_limit_mbps",
+	json_t *o =
+	    json_pack("{s:s, s:b, s:I, s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:I, s:I}", "direction",
+	              is_source(r) ? "source" : "target", "full", r->resync_full, "total_bytes",
+	              (json_int_t)r->rs_total, "left_bytes", (json_int_t)left, "done_bytes",
+	              (json_int_t)r->rs_done_bytes, "percent", pct, "rate_mbps",
+	              r->rs_rate / 1048576.0, "eta_s", eta, "csums", r->rs_csums, "bytes_marked",
+	              (json_int_t)r->rs_total, "bytes_sent", (json_int_t)r->rs_payload_bytes,
+	              "bytes_equal", (json_int_t)r->rs_equal_bytes);
+	json_t *ctl = json_pack(
+	    "{s:b, s:b, s:b, s:f, s:I}", "paused", rsctl_paused(&r->rsctl), "paused_peer",
+	    r->rsctl.paused_peer, "app_busy", rsctl_busy(&r->rsctl, now), "rate_limit_mbps",
 	    rsctl_rate(&r->rsctl, now) / 1048576.0, "in_flight_bytes", (json_int_t)r->rs_inflight);
+	if (o && ctl)
+		json_object_update(o, ctl);
+	json_decref(ctl);
+	return o;
 }
