@@ -237,7 +237,17 @@ void repl_log(const struct repl *r, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int repl_write_sb(struct repl *r);
 void repl_drop_connection(struct repl *r, const char *why);
+/* ship.c: the primary's send side */
+/* Requests held back behind a resync or attach read may go now. */
 void repl_deferred_pump(struct repl *r);
+/* A RECV_ACK, WRITE_ACK or BARRIER_ACK for slot id arrived. */
+void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status);
+/* The peer is gone: every slot without its WRITE_ACK goes into the bitmap and completes. */
+void ship_fail_all(struct repl *r);
+/* Requests that waited for a free slot may take one now. */
+void ship_wait_pump(struct repl *r);
+/* The activity log let a held write go (err 0) or failed it. */
+void ship_al_resume(void *ctx, struct vol_io *vio, int err);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
 void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)

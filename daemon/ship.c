@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The primary's send side: every write, trim, zero and flush of a primary goes to the peer
+ * (or into the bitmap while it is away) through a slot of the pend table, in parallel with the
+ * local I/O, and completes by mode when the acks come back. Writes wait here for a free slot, for
+ * the activity log, and behind resync reads of the same blocks.
+ *
+ * Invariant (DESIGN.md, write path step 5): a block the peer may not have is always either in
+ * flight with an ack still to come (a pend slot) or set in the bitmap. On disconnect every slot
+ * that has no WRITE_ACK goes into the bitmap before its request completes (ship_fail_all).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "al_io.h"
+#include "bitmap.h"
+#include "buf.h"
+#include "config.h"
+#include "crc32c.h"
+#include "log.h"
+#include "nbd_proto.h"
+#include "repl_int.h"
+#include "verify.h"
+#include "volume.h"
+
+static struct pend *pend_of(struct repl *r, uint64_t id)
+{
+	struct pend *p = &r->pend[id % PEND_SLOTS];
+	return p->used && p->id == id ? p : NULL;
+}
+
+static bool replicating(const struct repl *r)
+{
+	return r->connected && r->peer_disk != DISK_DISKLESS;
+}
+
+static void async_copy_sent(struct outq_item *it, int err)
+{
+	struct pend *p = it->ctx;
+	(void)err;
+	if (p && p->copy) {
+		buf_put(p->copy, p->len);
+		p->copy = NULL;
+	}
+	free(it);
+}
+
+/* Queue the frame for pend p (id) on the data stream. */
+static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io *vio)
+{
+	struct outq_item *it = calloc(1, sizeof(*it));
+	uint16_t flags = 0;
+	if (!it)
+		return -1;
+	if (vio && (vio->flags & VOL_F_FUA))
+		flags |= WIRE_F_FUA;
+	if (r->mode == MODE_MEMSYNC)
+		flags |= WIRE_F_RECV_ACK;
+	if (p->type == WIRE_BARRIER) {
+		wire_hdr_encode(it->hdr, WIRE_BARRIER, 0, WIRE_ID_SIZE);
+		wire_put_id(it->hdr + WIRE_HDR_SIZE, id);
+		it->hdr_len = WIRE_HDR_SIZE + WIRE_ID_SIZE;
+		it->sent = outq_free_item;
+		tstream_send(r->data, it);
+		return 0;
+	}
+	if (p->type == WIRE_ZERO && vio && (vio->flags & VOL_F_NO_HOLE))
+		flags |= WIRE_F_NO_HOLE;
+	struct wire_io io = {.id = id, .off = p->off, .len = p->len};
+	uint32_t plen = p->type == WIRE_DATA ? p->len : 0;
+	const uint8_t *data = p->type == WIRE_DATA ? (p->copy ? p->copy : vio->buf) : NULL;
+	uint32_t crc_len = data && r->p.vcfg->data_integrity ? WIRE_CRC_SIZE : 0;
+	if (crc_len)
+		flags |= WIRE_F_CRC;
+	wire_hdr_encode(it->hdr, p->type, flags, WIRE_IO_SIZE + crc_len + plen);
+	wire_io_encode(it->hdr + WIRE_HDR_SIZE, &io);
+	if (crc_len)
+		nbd_put32(it->hdr + WIRE_HDR_SIZE + WIRE_IO_SIZE, crc32c_update(0, data, p->len));
+	it->hdr_len = WIRE_HDR_SIZE + WIRE_IO_SIZE + crc_len;
+	it->sent = outq_free_item;
+	if (data) {
+		it->data = data;
+		it->data_len = p->len;
+		if (p->copy) {
+			it->sent = async_copy_sent;
+			it->ctx = p;
+		}
+	}
+	tstream_send(r->data, it);
+	return 0;
+}
+
+/* Take a slot and send vio to the peer; false when no slot is free. */
+static bool pend_start(struct repl *r, struct vol_io *vio)
+{
+	uint64_t id = r->next_id;
+	struct pend *p = &r->pend[id % PEND_SLOTS];
+	static const uint16_t types[] = {[VOL_WRITE] = WIRE_DATA,
+	                                 [VOL_TRIM] = WIRE_TRIM,
+	                                 [VOL_ZERO] = WIRE_ZERO,
+	                                 [VOL_FLUSH] = WIRE_BARRIER};
+	if (p->used)
+		return false;
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->used = true;
+	p->type = types[vio->op];
+	p->off = vio->off;
+	p->len = (uint32_t)vio->len;
+	p->sent_at = ev_now(r->p.loop);
+	r->next_id++;
+	r->pend_count++;
+	vio->rid = id;
+	/* Until the peer has it, the block belongs to the crash tail: its extent stays hot. */
+	if (r->alio && p->type != WIRE_BARRIER)
+		al_io_ref(r->alio, p->off, p->len);
+	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
+		r->async_bytes += p->len;
+	/* A diskless primary has no local copy: even in async mode the write waits for the peer. */
+	bool local_copy = r->mode == MODE_ASYNC && p->type != WIRE_BARRIER && !vio->remote_only;
+	if (local_copy) {
+		/* The client is answered before the peer has the data: keep our own copy. */
+		if (p->type == WIRE_DATA) {
+			p->copy = buf_get(p->len);
+			if (p->copy)
+				memcpy(p->copy, vio->buf, p->len);
+		}
+		p->vio = NULL;
+	} else {
+		p->vio = vio;
+		vio->peer_wait = true;
+	}
+	if ((p->type == WIRE_DATA && local_copy && !p->copy) || pend_send(r, p, id, vio) < 0) {
+		/* Out of memory: the bitmap remembers the block; the request must not wait. */
+		if (p->type != WIRE_BARRIER)
+			bitmap_set_range(r->bm, p->off, p->len);
+		p->vio = NULL;
+		vio->peer_wait = false;
+	}
+	return true;
+}
+
+static void pend_release(struct repl *r, struct pend *p)
+{
+	if (r->alio && p->type != WIRE_BARRIER)
+		al_io_put(r->alio, p->off, p->len);
+	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
+		r->async_bytes -= p->len;
+	if (p->copy) {
+		buf_put(p->copy, p->len);
+		p->copy = NULL;
+	}
+	p->used = false;
+	r->pend_count--;
+}
+
+void ship_wait_pump(struct repl *r)
+{
+	while (r->wait_head) {
+		struct vol_io *vio = r->wait_head;
+		if (replicating(r) && !pend_start(r, vio))
+			return;
+		r->wait_head = vio->rnext;
+		if (!r->wait_head)
+			r->wait_tail = NULL;
+		vio->rnext = NULL;
+		if (!replicating(r)) {
+			if (vio->op != VOL_FLUSH)
+				bitmap_set_range(r->bm, vio->off, vio->len);
+		} else if (vio->op != VOL_FLUSH) {
+			/* Its local write starts now: resync and verify reads must wait for it. */
+			vio->rnext = r->active_writes;
+			r->active_writes = vio;
+			verify_note_write(r, vio->off, vio->len);
+		}
+		volume_resume(vio);
+	}
+}
+
+/* An activity-log transaction made vio's extents hot (or failed). */
+void ship_al_resume(void *ctx, struct vol_io *vio, int err)
+{
+	struct repl *r = ctx;
+	if (err) {
+		volume_fail(vio, err);
+		return;
+	}
+	if (repl_submit(r, vio) == 0)
+		volume_resume(vio);
+}
+
+int repl_submit(struct repl *r, struct vol_io *vio)
+{
+	vio->rid = UINT64_MAX;
+	vio->rnext = NULL;
+	if (r->alio && vio->op != VOL_FLUSH && !vio->al_held) {
+		if (al_io_gate(r->alio, vio) == 0)
+			return 1;
+	}
+	if (vio->op != VOL_FLUSH)
+		verify_note_write(r, vio->off, vio->len);
+	if (vio->op != VOL_FLUSH &&
+	    (resync_overlaps(r, vio->off, vio->len) || attach_overlaps(r, vio->off, vio->len))) {
+		/* A resync read of these blocks is in flight: its data must reach the peer first,
+		 * or the peer would end with the older copy. */
+		vio->rnext = r->deferred;
+		r->deferred = vio;
+		return 1;
+	}
+	if (vio->op != VOL_FLUSH) {
+		vio->rnext = r->active_writes;
+		r->active_writes = vio;
+		rsctl_app_write(&r->rsctl, ev_now(r->p.loop));
+	}
+	if (r->mode == MODE_ASYNC && replicating(r) && r->async_bytes >= r->p.vcfg->async_buffer) {
+		/* The peer falls behind (DRBD's pull-ahead): rather than grow without bound, end
+		 * this connection. Everything unacknowledged goes into the bitmap, the peer keeps a
+		 * consistent older copy, and the reconnection resyncs the difference. */
+		char why[160];
+		snprintf(
+		    why, sizeof(why),
+		    "the async send buffer is full (%llu bytes not yet acknowledged); tracking "
+		    "writes in the bitmap and resyncing after reconnecting",
+		    (unsigned long long)r->async_bytes);
+		repl_drop_connection(r, why);
+	}
+	if (!replicating(r)) {
+		if (vio->op != VOL_FLUSH)
+			bitmap_set_range(r->bm, vio->off, vio->len);
+		return 0;
+	}
+	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC && !vio->remote_only)
+		return 0; /* async: a flush is local; the peer flushes at its own barriers */
+	if (r->wait_head || !pend_start(r, vio)) {
+		/* Out of slots: backpressure on the client. Keep it off the active list until it
+		 * is really started. */
+		if (vio->op != VOL_FLUSH)
+			r->active_writes = vio->rnext;
+		vio->rnext = NULL;
+		if (r->wait_tail)
+			r->wait_tail->rnext = vio;
+		else
+			r->wait_head = vio;
+		r->wait_tail = vio;
+		return 1;
+	}
+	return 0;
+}
+
+static void active_remove(struct repl *r, struct vol_io *vio)
+{
+	for (struct vol_io **pp = &r->active_writes; *pp; pp = &(*pp)->rnext) {
+		if (*pp == vio) {
+			*pp = vio->rnext;
+			vio->rnext = NULL;
+			return;
+		}
+	}
+}
+
+void repl_local_done(struct repl *r, struct vol_io *vio)
+{
+	if (vio->al_held) {
+		vio->al_held = false;
+		al_io_put(r->alio, vio->off, vio->len);
+	}
+	if (vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO) {
+		active_remove(r, vio);
+		if (r->resync_running)
+			resync_pump(r);
+		verify_pump(r);
+		if (r->pull_bm)
+			attach_pump(r);
+	}
+}
+
+/* Requests held back behind a resync read may go now if nothing overlaps any more. */
+void repl_deferred_pump(struct repl *r)
+{
+	struct vol_io *list = r->deferred, *keep = NULL;
+	r->deferred = NULL;
+	while (list) {
+		struct vol_io *vio = list;
+		list = vio->rnext;
+		if (resync_overlaps(r, vio->off, vio->len) ||
+		    attach_overlaps(r, vio->off, vio->len)) {
+			vio->rnext = keep;
+			keep = vio;
+			continue;
+		}
+		if (repl_submit(r, vio) == 0)
+			volume_resume(vio);
+	}
+	while (keep) {
+		struct vol_io *vio = keep;
+		keep = vio->rnext;
+		vio->rnext = r->deferred;
+		r->deferred = vio;
+	}
+}
+
+void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
+{
+	struct pend *p = pend_of(r, id);
+	if (!p) {
+		repl_log(r, LOG_LVL_WARN,
+		         "The peer acknowledged unknown request %llu (%s); ignoring it.",
+		         (unsigned long long)id, wire_type_name(type));
+		return;
+	}
+	if (type == WIRE_RECV_ACK) {
+		if (r->mode == MODE_MEMSYNC && p->vio && !p->vio->remote_only) {
+			struct vol_io *vio = p->vio;
+			p->vio = NULL;
+			volume_peer_done(vio);
+		}
+		return;
+	}
+	if (status != 0) {
+		/* The peer could not write it: the bitmap keeps the block for a later resync. */
+		repl_log(r, LOG_LVL_WARN,
+		         "The peer failed to write %u bytes at %llu (error %u); "
+		         "marking them out of sync.",
+		         p->len, (unsigned long long)p->off, status);
+		bitmap_set_range(r->bm, p->off, p->len);
+	}
+	double lat = ev_now(r->p.loop) - p->sent_at;
+	r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
+	if (p->type != WIRE_BARRIER)
+		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
+	p->write_acked = true;
+	struct vol_io *vio = p->vio;
+	p->vio = NULL;
+	pend_release(r, p);
+	if (vio) {
+		vio->peer_acked = status == 0;
+		volume_peer_done(vio);
+	}
+	ship_wait_pump(r);
+}
+
+void repl_adopt(struct repl *r, struct vol_io *vio)
+{
+	if (vio->rid == UINT64_MAX) {
+		/* Never sent: an async flush (local only until now) gets its barrier; a write the
+		 * peer never saw is lost with the disk (peer_acked stays false: EIO). */
+		if (vio->op == VOL_FLUSH && replicating(r) && !r->wait_head)
+			pend_start(r, vio);
+		return;
+	}
+	struct pend *p = pend_of(r, vio->rid);
+	if (p) {
+		/* Still unacknowledged: wait for the peer's write, not for its receipt. */
+		if (p->vio != vio) {
+			p->vio = vio;
+			vio->peer_wait = true;
+		}
+		return;
+	}
+	/* The slot is gone: acknowledged, or failed into the bitmap when the link dropped. A
+	 * clear bitmap range means the peer has it. */
+	if (!vio->peer_acked && vio->op != VOL_FLUSH && vio->len > 0) {
+		uint32_t bs = r->sb.bitmap_block_size;
+		uint64_t first = vio->off / bs, last = (vio->off + vio->len - 1) / bs;
+		vio->peer_acked = bitmap_find_next_set(r->bm, first) > last;
+	}
+}
+
+/* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete. */
+void ship_fail_all(struct repl *r)
+{
+	for (unsigned i = 0; i < PEND_SLOTS; i++) {
+		struct pend *p = &r->pend[i];
+		if (!p->used)
+			continue;
+		if (p->type != WIRE_BARRIER && !p->write_acked)
+			bitmap_set_range(r->bm, p->off, p->len);
+		struct vol_io *vio = p->vio;
+		p->vio = NULL;
+		pend_release(r, p);
+		if (vio)
+			volume_peer_done(vio);
+	}
+	r->async_bytes = 0;
+}
