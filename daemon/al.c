@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "crc32c.h"
+#include "le.h"
 #include "gen.h"
 
 #define AL_MAGIC "HAKALTR"
@@ -43,48 +44,6 @@ struct al {
 	uint64_t seq; /* of the next transaction */
 	uint64_t hits, misses, evictions;
 };
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return le16toh(v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
 
 static __attribute__((format(printf, 3, 4))) void seterr(char *err, size_t len, const char *fmt,
                                                          ...)
@@ -380,23 +339,23 @@ static void tr_encode(const struct al_tr *tr, uint8_t *b)
 {
 	memset(b, 0, AL_TR_SIZE);
 	memcpy(b, AL_MAGIC, 8);
-	put16(b + 12, tr->n_updates);
-	put16(b + 14, tr->n_context);
-	put64(b + 16, tr->seq);
-	put32(b + 24, tr->n_slots);
-	put32(b + 28, tr->shift);
-	put32(b + 32, tr->ctx_start);
+	le_put16(b + 12, tr->n_updates);
+	le_put16(b + 14, tr->n_context);
+	le_put64(b + 16, tr->seq);
+	le_put32(b + 24, tr->n_slots);
+	le_put32(b + 28, tr->shift);
+	le_put32(b + 32, tr->ctx_start);
 	for (unsigned i = 0; i < AL_RANGES; i++) {
-		put32(b + 40 + 8 * i, tr->range_first[i]);
-		put32(b + 44 + 8 * i, tr->range_count[i]);
+		le_put32(b + 40 + 8 * i, tr->range_first[i]);
+		le_put32(b + 44 + 8 * i, tr->range_count[i]);
 	}
 	for (unsigned i = 0; i < tr->n_updates; i++) {
-		put32(b + 72 + 8 * i, tr->upd_slot[i]);
-		put32(b + 76 + 8 * i, tr->upd_ext[i]);
+		le_put32(b + 72 + 8 * i, tr->upd_slot[i]);
+		le_put32(b + 76 + 8 * i, tr->upd_ext[i]);
 	}
 	for (unsigned i = 0; i < tr->n_context; i++)
-		put32(b + AL_CTX_OFFSET + 4 * i, tr->ctx[i]);
-	put32(b + 8, crc32c_update(0, b, AL_TR_SIZE));
+		le_put32(b + AL_CTX_OFFSET + 4 * i, tr->ctx[i]);
+	le_put32(b + 8, crc32c_update(0, b, AL_TR_SIZE));
 }
 
 unsigned al_tr_build(struct al *al, uint8_t *buf, bool *evicts)
@@ -479,7 +438,7 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 	}
 	memcpy(tmp, b, AL_TR_SIZE);
 	memset(tmp + 8, 0, 4);
-	uint32_t stored = get32(b + 8), calc = crc32c_update(0, tmp, AL_TR_SIZE);
+	uint32_t stored = le_get32(b + 8), calc = crc32c_update(0, tmp, AL_TR_SIZE);
 	if (stored != calc) {
 		seterr(why, whylen,
 		       "bad checksum (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored,
@@ -487,12 +446,12 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 		return -1;
 	}
 	memset(tr, 0, sizeof(*tr));
-	tr->n_updates = get16(b + 12);
-	tr->n_context = get16(b + 14);
-	tr->seq = get64(b + 16);
-	tr->n_slots = get32(b + 24);
-	tr->shift = get32(b + 28);
-	tr->ctx_start = get32(b + 32);
+	tr->n_updates = le_get16(b + 12);
+	tr->n_context = le_get16(b + 14);
+	tr->seq = le_get64(b + 16);
+	tr->n_slots = le_get32(b + 24);
+	tr->shift = le_get32(b + 28);
+	tr->ctx_start = le_get32(b + 32);
 	if (tr->n_updates > AL_UPDATES_MAX || tr->n_context > AL_CTX_MAX ||
 	    tr->n_slots < AL_SLOTS_MIN || tr->n_slots > AL_SLOTS_MAX || tr->shift < AL_SHIFT_MIN ||
 	    tr->shift > AL_SHIFT_MAX || tr->ctx_start >= tr->n_slots || tr->seq == 0 ||
@@ -505,12 +464,12 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 		return -1;
 	}
 	for (unsigned i = 0; i < AL_RANGES; i++) {
-		tr->range_first[i] = get32(b + 40 + 8 * i);
-		tr->range_count[i] = get32(b + 44 + 8 * i);
+		tr->range_first[i] = le_get32(b + 40 + 8 * i);
+		tr->range_count[i] = le_get32(b + 44 + 8 * i);
 	}
 	for (unsigned i = 0; i < tr->n_updates; i++) {
-		tr->upd_slot[i] = get32(b + 72 + 8 * i);
-		tr->upd_ext[i] = get32(b + 76 + 8 * i);
+		tr->upd_slot[i] = le_get32(b + 72 + 8 * i);
+		tr->upd_ext[i] = le_get32(b + 76 + 8 * i);
 		if (tr->upd_slot[i] >= tr->n_slots) {
 			seterr(why, whylen, "update %u names slot %" PRIu32 " of %" PRIu32, i,
 			       tr->upd_slot[i], tr->n_slots);
@@ -518,7 +477,7 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 		}
 	}
 	for (unsigned i = 0; i < tr->n_context; i++)
-		tr->ctx[i] = get32(b + AL_CTX_OFFSET + 4 * i);
+		tr->ctx[i] = le_get32(b + AL_CTX_OFFSET + 4 * i);
 	return 0;
 }
 

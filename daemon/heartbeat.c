@@ -27,6 +27,7 @@
 #include "config.h"
 #include "events.h"
 #include "log.h"
+#include "nbd_proto.h"
 
 static const char *const verdict_names[HB_VERDICT_COUNT] = {
     "ok",        "bad-size",        "bad-magic", "bad-version", "bad-mac",
@@ -40,46 +41,12 @@ const char *hb_verdict_name(enum hb_verdict v)
 
 /* ---- codec ---- */
 
-static void put16(uint8_t *p, uint16_t v)
+int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
 {
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)(v >> 16));
-	put16(p + 2, (uint16_t)v);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)((unsigned)p[0] << 8 | p[1]);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)get16(p) << 16 | get16(p + 2);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
-
-static int mac(const struct hb_key *key, const uint8_t *buf, uint8_t out[32])
-{
-	unsigned len = 0;
+	unsigned mdlen = 0;
 
 	if (key->len == 0 || key->len > HB_KEY_MAX ||
-	    !HMAC(EVP_sha256(), key->bytes, (int)key->len, buf, HB_MAC_OFFSET, out, &len) ||
-	    len != 32) {
+	    !HMAC(EVP_sha256(), key->bytes, (int)key->len, buf, len, out, &mdlen) || mdlen != 32) {
 		errno = EIO;
 		return -1;
 	}
@@ -88,19 +55,19 @@ static int mac(const struct hb_key *key, const uint8_t *buf, uint8_t out[32])
 
 int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE])
 {
-	put32(buf, HB_MAGIC);
+	nbd_put32(buf, HB_MAGIC);
 	buf[4] = HB_VERSION;
 	buf[5] = m->path;
 	buf[6] = m->role;
 	buf[7] = m->disk;
-	put32(buf + 8, m->cluster_id);
-	put32(buf + 12, m->node_id);
-	put64(buf + 16, m->incarnation);
-	put64(buf + 24, m->seq);
-	put64(buf + 32, m->time_ms);
-	put16(buf + 40, m->flags);
-	put16(buf + 42, 0);
-	return mac(key, buf, buf + HB_MAC_OFFSET);
+	nbd_put32(buf + 8, m->cluster_id);
+	nbd_put32(buf + 12, m->node_id);
+	nbd_put64(buf + 16, m->incarnation);
+	nbd_put64(buf + 24, m->seq);
+	nbd_put64(buf + 32, m->time_ms);
+	nbd_put16(buf + 40, m->flags);
+	nbd_put16(buf + 42, 0);
+	return hb_mac(key, buf, HB_MAC_OFFSET, buf + HB_MAC_OFFSET);
 }
 
 enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
@@ -110,25 +77,26 @@ enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *k
 
 	if (len != HB_PKT_SIZE)
 		return HB_BAD_SIZE;
-	if (get32(buf) != HB_MAGIC)
+	if (nbd_be32(buf) != HB_MAGIC)
 		return HB_BAD_MAGIC;
 	if (buf[4] != HB_VERSION)
 		return HB_BAD_VERSION;
 	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
-	if (mac(key, buf, want) < 0 || CRYPTO_memcmp(want, buf + HB_MAC_OFFSET, sizeof(want)) != 0)
+	if (hb_mac(key, buf, HB_MAC_OFFSET, want) < 0 ||
+	    CRYPTO_memcmp(want, buf + HB_MAC_OFFSET, sizeof(want)) != 0)
 		return HB_BAD_MAC;
 	if (buf[5] >= HB_MAX_PATHS || buf[6] > CLUSTER_PRIMARY || buf[7] >= CLUSTER_DISK_COUNT ||
-	    (get16(buf + 40) & ~HB_F_ALL) || get16(buf + 42) != 0)
+	    (nbd_be16(buf + 40) & ~HB_F_ALL) || nbd_be16(buf + 42) != 0)
 		return HB_BAD_FIELD;
 	m->path = buf[5];
 	m->role = buf[6];
 	m->disk = buf[7];
-	m->cluster_id = get32(buf + 8);
-	m->node_id = get32(buf + 12);
-	m->incarnation = get64(buf + 16);
-	m->seq = get64(buf + 24);
-	m->time_ms = get64(buf + 32);
-	m->flags = get16(buf + 40);
+	m->cluster_id = nbd_be32(buf + 8);
+	m->node_id = nbd_be32(buf + 12);
+	m->incarnation = nbd_be64(buf + 16);
+	m->seq = nbd_be64(buf + 24);
+	m->time_ms = nbd_be64(buf + 32);
+	m->flags = nbd_be16(buf + 40);
 	return HB_OK;
 }
 
@@ -301,7 +269,7 @@ static uint64_t real_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
 		return false;
@@ -387,7 +355,7 @@ static uint64_t *classify(struct hb *hb, unsigned path, const struct sockaddr_st
 	struct hb_path_state *ps = &hb->paths[path];
 	enum hb_verdict v;
 
-	if (!same_addr(from, &hb->cfg.paths[path].peer))
+	if (!hb_same_addr(from, &hb->cfg.paths[path].peer))
 		return &ps->rx_foreign;
 	v = hb_decode(buf, (size_t)n, &hb->cfg.key, m);
 	if (v != HB_OK)

@@ -102,6 +102,10 @@ const char *hb_verdict_name(enum hb_verdict v);
  */
 int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen);
 /* Read path (which must not be readable by group or others) and hb_key_parse it. */
+/* HMAC-SHA256 of buf[0..len) under key (also the witness's packets). 0, or -1 with errno EIO. */
+int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32]);
+/* Same family, address and port. */
+bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
 
 /* ---- runtime ---- */

@@ -15,6 +15,7 @@
 
 #include "bitmap.h"
 #include "crc32c.h"
+#include "le.h"
 #include "log.h"
 #include "meta.h"
 
@@ -45,34 +46,6 @@ struct slot_res {
 };
 
 static const uint8_t zeros[ZERO_CHUNK];
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
 
 static __attribute__((format(printf, 3, 4))) void seterr(char *err, size_t len, const char *fmt,
                                                          ...)
@@ -126,38 +99,38 @@ static void sb_encode(const struct meta_sb *sb, uint8_t *b)
 {
 	memset(b, 0, META_SB_SIZE);
 	memcpy(b, META_MAGIC, 8);
-	put32(b + 8, META_VERSION);
-	put32(b + 12, META_HEADER_SIZE);
-	put64(b + 16, sb->seq);
+	le_put32(b + 8, META_VERSION);
+	le_put32(b + 12, META_HEADER_SIZE);
+	le_put64(b + 16, sb->seq);
 	memcpy(b + 24, sb->volume_uuid, 16);
-	put64(b + 40, sb->size);
-	put32(b + 48, sb->bitmap_block_size);
-	put32(b + 52, sb->flags);
-	put64(b + 56, sb->gen_current);
-	put64(b + 64, sb->gen_bitmap);
-	put64(b + 72, sb->gen_history[0]);
-	put64(b + 80, sb->gen_history[1]);
-	put64(b + 88, sb->resync_pos);
-	put64(b + 96, sb->bits_set);
+	le_put64(b + 40, sb->size);
+	le_put32(b + 48, sb->bitmap_block_size);
+	le_put32(b + 52, sb->flags);
+	le_put64(b + 56, sb->gen_current);
+	le_put64(b + 64, sb->gen_bitmap);
+	le_put64(b + 72, sb->gen_history[0]);
+	le_put64(b + 80, sb->gen_history[1]);
+	le_put64(b + 88, sb->resync_pos);
+	le_put64(b + 96, sb->bits_set);
 	memcpy(b + 104, sb->node, META_NODE_MAX);
-	put32(b + META_CRC_OFFSET, crc32c_update(0, b, META_CRC_OFFSET));
+	le_put32(b + META_CRC_OFFSET, crc32c_update(0, b, META_CRC_OFFSET));
 }
 
 static void sb_decode(const uint8_t *b, struct meta_sb *sb)
 {
-	sb->version = get32(b + 8);
-	sb->header_size = get32(b + 12);
-	sb->seq = get64(b + 16);
+	sb->version = le_get32(b + 8);
+	sb->header_size = le_get32(b + 12);
+	sb->seq = le_get64(b + 16);
 	memcpy(sb->volume_uuid, b + 24, 16);
-	sb->size = get64(b + 40);
-	sb->bitmap_block_size = get32(b + 48);
-	sb->flags = get32(b + 52);
-	sb->gen_current = get64(b + 56);
-	sb->gen_bitmap = get64(b + 64);
-	sb->gen_history[0] = get64(b + 72);
-	sb->gen_history[1] = get64(b + 80);
-	sb->resync_pos = get64(b + 88);
-	sb->bits_set = get64(b + 96);
+	sb->size = le_get64(b + 40);
+	sb->bitmap_block_size = le_get32(b + 48);
+	sb->flags = le_get32(b + 52);
+	sb->gen_current = le_get64(b + 56);
+	sb->gen_bitmap = le_get64(b + 64);
+	sb->gen_history[0] = le_get64(b + 72);
+	sb->gen_history[1] = le_get64(b + 80);
+	sb->resync_pos = le_get64(b + 88);
+	sb->bits_set = le_get64(b + 96);
 	memcpy(sb->node, b + 104, META_NODE_MAX);
 }
 
@@ -174,7 +147,8 @@ static bool sb_check_header(const uint8_t *b, const struct meta_sb *sb, char nam
 		       name);
 		return false;
 	}
-	uint32_t stored = get32(b + META_CRC_OFFSET), calc = crc32c_update(0, b, META_CRC_OFFSET);
+	uint32_t stored = le_get32(b + META_CRC_OFFSET),
+	         calc = crc32c_update(0, b, META_CRC_OFFSET);
 
 	if (sb->version > META_VERSION && (stored != calc || sb->header_size != META_HEADER_SIZE)) {
 		seterr(why, n,

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "nbd_proto.h"
 
 #define ARP_LEN 28u
 #define NA_LEN  (40u + 32u)
@@ -241,20 +242,14 @@ int vip_present(const char *ifname, const struct vip_addr *a, char *err, size_t 
 
 /* ---- announcements ---- */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)(v >> 8);
-	p[1] = (uint8_t)v;
-}
-
 /* RFC 5227 announcement: an ARP request whose sender and target IP are both the address. */
 static size_t arp_build(const struct vip_addr *a, const uint8_t mac[6], uint8_t *b)
 {
-	put16(b, 1);          /* Ethernet */
-	put16(b + 2, 0x0800); /* IPv4 */
+	nbd_put16(b, 1);          /* Ethernet */
+	nbd_put16(b + 2, 0x0800); /* IPv4 */
 	b[4] = 6;
 	b[5] = 4;
-	put16(b + 6, 1); /* request */
+	nbd_put16(b + 6, 1); /* request */
 	memcpy(b + 8, mac, 6);
 	memcpy(b + 14, &a->a.v4, 4);
 	memset(b + 18, 0, 6);
@@ -284,9 +279,9 @@ static size_t na_build(const struct vip_addr *a, const uint8_t mac[6], uint8_t *
 
 	memset(b, 0, NA_LEN);
 	b[0] = 0x60;
-	put16(b + 4, 32); /* payload length */
-	b[6] = 58;        /* ICMPv6 */
-	b[7] = 255;       /* hop limit: receivers drop NAs that crossed a router */
+	nbd_put16(b + 4, 32); /* payload length */
+	b[6] = 58;            /* ICMPv6 */
+	b[7] = 255;           /* hop limit: receivers drop NAs that crossed a router */
 	memcpy(b + 8, &a->a.v6, 16);
 	memcpy(b + 24, all_nodes, 16);
 	icmp[0] = 136;  /* neighbour advertisement */
@@ -295,7 +290,7 @@ static size_t na_build(const struct vip_addr *a, const uint8_t mac[6], uint8_t *
 	icmp[24] = 2; /* target link-layer address */
 	icmp[25] = 1; /* in units of 8 bytes */
 	memcpy(icmp + 26, mac, 6);
-	put16(icmp + 2, icmp6_checksum(b, icmp, 32));
+	nbd_put16(icmp + 2, icmp6_checksum(b, icmp, 32));
 	return NA_LEN;
 }
 

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "events.h"
 #include "log.h"
+#include "nbd_proto.h"
 
 #define WIT_SEND_RING 64u /* requests whose send time the client remembers */
 
@@ -38,55 +39,20 @@ const char *wit_decision_name(enum wit_decision d)
 
 /* ---- codec ---- */
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (24 - 8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
-}
-
-static int wit_mac(const struct hb_key *key, const uint8_t *buf, uint8_t out[32])
-{
-	unsigned len = 0;
-
-	if (key->len == 0 || key->len > HB_KEY_MAX ||
-	    !HMAC(EVP_sha256(), key->bytes, (int)key->len, buf, WIT_MAC_OFFSET, out, &len) ||
-	    len != 32) {
-		errno = EIO;
-		return -1;
-	}
-	return 0;
-}
-
 int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
 {
-	put32(buf, WIT_MAGIC);
+	nbd_put32(buf, WIT_MAGIC);
 	buf[4] = WIT_VERSION;
 	buf[5] = m->type;
 	buf[6] = (uint8_t)(m->flags >> 8);
 	buf[7] = (uint8_t)m->flags;
-	put32(buf + 8, m->cluster_id);
-	put32(buf + 12, m->node_id);
-	put64(buf + 16, m->incarnation);
-	put64(buf + 24, m->seq);
-	put32(buf + 32, m->holder);
-	put32(buf + 36, m->lease_ms);
-	return wit_mac(key, buf, buf + WIT_MAC_OFFSET);
+	nbd_put32(buf + 8, m->cluster_id);
+	nbd_put32(buf + 12, m->node_id);
+	nbd_put64(buf + 16, m->incarnation);
+	nbd_put64(buf + 24, m->seq);
+	nbd_put32(buf + 32, m->holder);
+	nbd_put32(buf + 36, m->lease_ms);
+	return hb_mac(key, buf, WIT_MAC_OFFSET, buf + WIT_MAC_OFFSET);
 }
 
 enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
@@ -97,25 +63,25 @@ enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *
 
 	if (len != WIT_PKT_SIZE)
 		return HB_BAD_SIZE;
-	if (get32(buf) != WIT_MAGIC)
+	if (nbd_be32(buf) != WIT_MAGIC)
 		return HB_BAD_MAGIC;
 	if (buf[4] != WIT_VERSION)
 		return HB_BAD_VERSION;
-	if (wit_mac(key, buf, want) < 0 ||
+	if (hb_mac(key, buf, WIT_MAC_OFFSET, want) < 0 ||
 	    CRYPTO_memcmp(want, buf + WIT_MAC_OFFSET, sizeof(want)) != 0)
 		return HB_BAD_MAC;
 	flags = (uint16_t)(buf[6] << 8 | buf[7]);
 	if ((buf[5] != WIT_REQUEST && buf[5] != WIT_REPLY) || (flags & ~WIT_F_ALL) ||
-	    get32(buf + 12) < 1 || get32(buf + 12) > 2 || get32(buf + 32) > 2)
+	    nbd_be32(buf + 12) < 1 || nbd_be32(buf + 12) > 2 || nbd_be32(buf + 32) > 2)
 		return HB_BAD_FIELD;
 	m->type = buf[5];
 	m->flags = flags;
-	m->cluster_id = get32(buf + 8);
-	m->node_id = get32(buf + 12);
-	m->incarnation = get64(buf + 16);
-	m->seq = get64(buf + 24);
-	m->holder = get32(buf + 32);
-	m->lease_ms = get32(buf + 36);
+	m->cluster_id = nbd_be32(buf + 8);
+	m->node_id = nbd_be32(buf + 12);
+	m->incarnation = nbd_be64(buf + 16);
+	m->seq = nbd_be64(buf + 24);
+	m->holder = nbd_be32(buf + 32);
+	m->lease_ms = nbd_be32(buf + 36);
 	return HB_OK;
 }
 
@@ -343,19 +309,6 @@ out:
 
 /* ---- the client ---- */
 
-static bool same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return false;
-	if (a->ss_family == AF_INET) {
-		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
-		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
-	}
-	const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
-	return x->sin6_port == y->sin6_port &&
-	       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
-}
-
 struct wit_client {
 	struct hb_key key;
 	uint32_t cluster_id, node_id;
@@ -458,7 +411,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (n < 0)
 			break;
 		memset((char *)&from + fl, 0, sizeof(from) - fl);
-		bool ok = same_addr(&from, &c->addr) &&
+		bool ok = hb_same_addr(&from, &c->addr) &&
 		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
 		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
 		          m.incarnation == c->incarnation;
