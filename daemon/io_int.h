@@ -36,6 +36,7 @@ struct io_pool {
 	/* Loop thread only. */
 	struct io_fifo batch; /* submitted, not yet handed to the workers */
 	unsigned outstanding; /* handed to the workers, not yet reaped: skips the lock when 0 */
+	unsigned small_out;   /* of those, transfers short enough to wait for by spinning */
 	pthread_t *threads;
 	unsigned nthreads;
 	int efd;
