@@ -242,8 +242,8 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 			rc = group_start(cd->group, err, sizeof(err));
 		break;
 	case CLUSTER_A_SEND_GARP:
-		/* no VIP resource type exists yet: nothing to announce */
-		log_debug("Cluster manager: no virtual IP is configured, no announcement sent.");
+		log_info("Cluster manager: the peer is back; %d virtual IPs announced again.",
+		         group_announce(cd->group));
 		break;
 	default:
 		break;

@@ -2,6 +2,7 @@
 #include "conf_group.h"
 
 #include <errno.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -9,13 +10,14 @@
 
 #include "conf_parse.h"
 #include "config.h"
+#include "vip.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 #define GFIELD(m)  offsetof(struct hak_group_cfg, m), sizeof(((struct hak_group_cfg *)0)->m)
 #define RFIELD(m)  offsetof(struct hak_resource_cfg, m), sizeof(((struct hak_resource_cfg *)0)->m)
 #define SEC(n)     ((uint64_t)(n)*1000000u)
 
-static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd", "attach"};
+static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd", "attach", "vip"};
 
 const char *conf_res_type_name(enum hak_res_type t)
 {
@@ -60,7 +62,7 @@ const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
 
 const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
     {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), enum_res_type,
-     "exec, mount, systemd, attach", .doc = "what kind of resource it is"},
+     "exec, mount, systemd, attach, vip", .doc = "what kind of resource it is"},
     {"start", CONF_STRING, 0, 0, 0, RFIELD(start), NULL, NULL,
      .doc = "the shell command that starts it (exec)"},
     {"stop", CONF_STRING, 0, 0, 0, RFIELD(stop), NULL, NULL,
@@ -83,6 +85,17 @@ const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
      .doc = "whether to kill the processes that keep it busy (mount)"},
     {"unit", CONF_STRING, 0, 0, 0, RFIELD(unit), NULL, NULL,
      .doc = "the systemd unit to start and stop (systemd)"},
+    {"pidfile", CONF_PATH, 0, 0, 0, RFIELD(pidfile), NULL, NULL,
+     .doc = "a file whose first line is the service's pid, for fault drills (exec)"},
+    {"address", CONF_STRING, 0, 0, 0, RFIELD(address), NULL, NULL,
+     .doc = "the virtual IP with its prefix length, IPv4 or IPv6 (vip)"},
+    {"interface", CONF_STRING, 0, 0, 0, RFIELD(interface), NULL, NULL,
+     .doc = "the interface the virtual IP goes on (vip)"},
+    {"garp-count", CONF_UINT, 0, 0, 100, RFIELD(garp_count), NULL, NULL,
+     .doc = "the gratuitous ARPs or neighbour advertisements sent at once, and again after "
+            "garp-delay (vip)"},
+    {"garp-delay", CONF_DURATION, 0, 0, SEC(3600), RFIELD(garp_delay), NULL, NULL,
+     .doc = "when the second burst of announcements goes out; 0 for none (vip)"},
     {"timeout", CONF_DURATION, 0, SEC(1), SEC(3600), RFIELD(timeout), NULL, NULL,
      .doc = "the longest a start, stop or monitor may take"},
 };
@@ -152,6 +165,8 @@ void *conf_resource_open(struct conf_parse *ps, void *ctx, const struct conf_blo
 	r->fsck = 1;
 	r->force_unmount = 1;
 	r->timeout = HAK_DEFAULT_RES_TIMEOUT;
+	r->garp_count = HAK_DEFAULT_GARP_COUNT;
+	r->garp_delay = HAK_DEFAULT_GARP_DELAY;
 	r->line = blk->line;
 	g->res[g->n_res++] = r;
 	return r;
@@ -163,15 +178,19 @@ static const char *const type_keys[RES_TYPE_COUNT][4] = {
     [RES_MOUNT] = {"device", "directory", "fstype", NULL},
     [RES_SYSTEMD] = {"unit", NULL},
     [RES_ATTACH] = {"directory", "link", NULL},
+    [RES_VIP] = {"address", "interface", NULL},
 };
-static const char *const type_only_keys[] = {"start",         "stop",   "monitor", "device",
-                                             "directory",     "fstype", "options", "fsck",
-                                             "force-unmount", "unit",   "link"};
+static const char *const type_only_keys[] = {
+    "start",   "stop",      "monitor",       "device",    "directory", "fstype",
+    "options", "fsck",      "force-unmount", "unit",      "link",      "pidfile",
+    "address", "interface", "garp-count",    "garp-delay"};
 
 static int key_allowed(enum hak_res_type t, const char *key)
 {
 	static const char *const extra[RES_TYPE_COUNT][3] = {
+	    [RES_EXEC] = {"pidfile"},
 	    [RES_MOUNT] = {"options", "fsck", "force-unmount"},
+	    [RES_VIP] = {"garp-count", "garp-delay"},
 	};
 
 	for (unsigned i = 0; i < 4 && type_keys[t][i]; i++)
@@ -180,6 +199,25 @@ static int key_allowed(enum hak_res_type t, const char *key)
 	for (unsigned i = 0; i < 3 && extra[t][i]; i++)
 		if (strcmp(extra[t][i], key) == 0)
 			return 1;
+	return 0;
+}
+
+/* A typo in a virtual IP must stop the daemon at start, not surface at the first failover. */
+static int check_vip(struct conf_parse *ps, const struct conf_block *blk,
+                     const struct hak_resource_cfg *r)
+{
+	const struct conf_directive *d = conf_parse_find(blk, "address");
+	struct vip_addr a;
+	char err[256];
+
+	if (vip_parse(r->address, &a, err, sizeof(err)) < 0)
+		return perr(ps, d->line, d->col, "Resource '%s': %s", r->name, err);
+	d = conf_parse_find(blk, "interface");
+	if (!r->interface[0] || strlen(r->interface) >= IFNAMSIZ || strchr(r->interface, '/'))
+		return perr(ps, d->line, d->col,
+		            "Resource '%s': '%s' is not an interface name (1 to %d characters, no "
+		            "'/').",
+		            r->name, r->interface, IFNAMSIZ - 1);
 	return 0;
 }
 
@@ -199,10 +237,10 @@ int conf_resource_check(struct conf_parse *ps, void *ctx, const struct conf_bloc
 	for (unsigned i = 0; i < 4 && type_keys[r->type][i]; i++) {
 		if (!conf_parse_find(blk, type_keys[r->type][i]))
 			return perr(ps, blk->line, blk->col,
-			            "Resource '%s' of type %s needs a '%s' line.", r->name,
+			            "Resource '%s' of type %s needs the key '%s'.", r->name,
 			            conf_res_type_name(r->type), type_keys[r->type][i]);
 	}
-	return 0;
+	return r->type == RES_VIP ? check_vip(ps, blk, r) : 0;
 }
 
 int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list *gl,
@@ -232,8 +270,9 @@ int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list 
 
 static void resource_free(struct hak_resource_cfg *r)
 {
-	char **strs[] = {&r->name,      &r->start,  &r->stop,    &r->monitor, &r->device,
-	                 &r->directory, &r->fstype, &r->options, &r->unit,    &r->link};
+	char **strs[] = {&r->name,      &r->start,   &r->stop,     &r->monitor, &r->device,
+	                 &r->directory, &r->fstype,  &r->options,  &r->unit,    &r->link,
+	                 &r->pidfile,   &r->address, &r->interface};
 
 	for (unsigned i = 0; i < N_ELEMS(strs); i++)
 		free(*strs[i]);

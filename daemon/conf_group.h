@@ -10,6 +10,7 @@
  *       restart-window 10m
  *       resource data { type mount; device /dev/loop7; directory /srv/pg; fstype ext4 }
  *       resource postgres { type exec; start "..."; stop "..."; monitor "..." }
+ *       resource ip { type vip; address 192.0.2.10/24; interface eth0 }
  *   }
  * (one key per line in the real file; see etc/hak.conf and hak.conf(5)).
  */
@@ -27,13 +28,17 @@
 #define HAK_DEFAULT_MAX_RESTARTS   3u
 #define HAK_DEFAULT_RESTART_WINDOW 600.0
 
-enum hak_res_type { RES_EXEC = 0, RES_MOUNT, RES_SYSTEMD, RES_ATTACH, RES_TYPE_COUNT };
+#define HAK_DEFAULT_GARP_COUNT 5u  /* gratuitous ARPs / unsolicited NAs at once ... */
+#define HAK_DEFAULT_GARP_DELAY 5.0 /* ... and again this many seconds later */
+
+enum hak_res_type { RES_EXEC = 0, RES_MOUNT, RES_SYSTEMD, RES_ATTACH, RES_VIP, RES_TYPE_COUNT };
 
 struct hak_resource_cfg {
 	char *name;
 	enum hak_res_type type; /* "type" (required) */
 	/* exec: shell commands; monitor exit 0 = healthy */
 	char *start, *stop, *monitor;
+	char *pidfile; /* exec, optional: the service's pid on the first line (fault drills) */
 	/* mount */
 	char *device, *directory, *fstype, *options;
 	int fsck;          /* "fsck": check the filesystem before mounting (default yes) */
@@ -43,6 +48,11 @@ struct hak_resource_cfg {
 	/* attach: the volume as a block device, through nbdfuse (FUSE file in directory) and a
 	 * loop device, which link points to */
 	char *link;
+	/* vip: "192.0.2.10/24" or "2001:db8::10/64" on interface, announced garp_count times at
+	 * once and again after garp_delay seconds (0: once) */
+	char *address, *interface;
+	unsigned garp_count;
+	double garp_delay;
 	double timeout; /* "timeout": the longest one start, stop or monitor may take */
 	unsigned line;
 };
@@ -66,7 +76,7 @@ struct hak_group_list {
 /* The two sections config.c puts in its schema (an initializer needs constants, hence the
  * macro); ctx of the open() functions is the hak_config. */
 #define CONF_GROUP_N_KEYS    4
-#define CONF_RESOURCE_N_KEYS 13
+#define CONF_RESOURCE_N_KEYS 18
 extern const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS];
 extern const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS];
 void *conf_group_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,

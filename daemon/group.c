@@ -3,14 +3,17 @@
 
 #include <errno.h>
 #include <ev.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conf_group.h"
 #include "events.h"
 #include "log.h"
 #include "proc.h"
+#include "vip.h"
 
 #define GROUP_RESTARTS_MAX 128u
 
@@ -24,6 +27,8 @@ struct res_rt {
 	enum res_state st;
 	unsigned restarts;
 	char last[PROC_OUTPUT_MAX + 128]; /* the last failure, for status */
+	struct vip_addr vip;              /* vip: parsed at creation (the config checked it) */
+	struct vip_garp garp;             /* vip: the announcement schedule */
 };
 
 struct group {
@@ -274,6 +279,49 @@ static int group_spawn_systemd(struct group *g, const struct hak_resource_cfg *r
 	return proc_run(g->loop, argv, env, rc->timeout, group_proc_done, g, &g->op);
 }
 
+/*
+ * A virtual IP is handled in the daemon itself, not by a child process: rtnetlink answers at
+ * once (vip.c bounds a wedged kernel at 1 s), and a failover should not pay a fork and an exec of
+ * ip(8) twice. The stop is confirmed by asking the kernel again, like a mount by mountinfo.
+ */
+static void group_vip_op(struct group *g, enum op_kind kind, struct res_rt *r)
+{
+	const struct hak_resource_cfg *rc = r->cfg;
+	char err[256], what[512], addr[VIP_TEXT_MAX];
+	int rc_op, present;
+
+	vip_format(&r->vip, addr, sizeof(addr));
+	if (kind == OP_MONITOR) {
+		present = vip_present(rc->interface, &r->vip, err, sizeof(err));
+		snprintf(what, sizeof(what), "%s", present < 0 ? err : present ? "present" : "");
+		if (present == 0)
+			snprintf(what, sizeof(what), "%s is no longer on %s", addr, rc->interface);
+		group_op_done(g, present == 1, what);
+		return;
+	}
+	if (kind == OP_START) {
+		rc_op = vip_add(rc->interface, &r->vip, err, sizeof(err));
+		if (rc_op == 0 && vip_garp_start(&r->garp, g->loop, rc->interface, &r->vip,
+		                                 rc->garp_count, rc->garp_delay) < 0)
+			/* the address serves; neighbours learn it later from its own traffic */
+			log_warn("Group %s: announcing %s on %s failed: %s.", g->cfg->name, addr,
+			         rc->interface, strerror(errno));
+		snprintf(what, sizeof(what), "%s", rc_op < 0 ? err : "added");
+		group_op_done(g, rc_op == 0, what);
+		return;
+	}
+	vip_garp_stop(&r->garp);
+	rc_op = vip_remove(rc->interface, &r->vip, err, sizeof(err));
+	if (rc_op == 0 && (present = vip_present(rc->interface, &r->vip, err, sizeof(err))) != 0) {
+		if (present > 0)
+			snprintf(err, sizeof(err), "%s is still on %s after its removal", addr,
+			         rc->interface);
+		rc_op = -1;
+	}
+	snprintf(what, sizeof(what), "%s", rc_op < 0 ? err : "removed");
+	group_op_done(g, rc_op == 0, what);
+}
+
 /* Starts operation kind on resource idx. Completes through group_op_done, maybe at once. */
 static void group_op(struct group *g, enum op_kind kind, unsigned idx)
 {
@@ -311,6 +359,9 @@ static void group_op(struct group *g, enum op_kind kind, unsigned idx)
 	case RES_ATTACH:
 		r = group_spawn_attach(g, rc, env);
 		break;
+	case RES_VIP:
+		group_vip_op(g, kind, &g->res[idx]);
+		return;
 	case RES_EXEC:
 	default:
 		cmd = kind == OP_START ? rc->start : kind == OP_STOP ? rc->stop : rc->monitor;
@@ -472,8 +523,17 @@ int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const ch
 	g->n = cfg->n_res;
 	snprintf(g->nbd_uri, sizeof(g->nbd_uri), "nbd+unix:///%s?socket=%s", cfg->volume,
 	         nbd_socket ? nbd_socket : "");
-	for (unsigned i = 0; i < g->n; i++)
+	for (unsigned i = 0; i < g->n; i++) {
 		g->res[i].cfg = cfg->res[i];
+		if (cfg->res[i]->type == RES_VIP && vip_parse(cfg->res[i]->address, &g->res[i].vip,
+		                                              g->reason, sizeof(g->reason)) < 0) {
+			log_err("Group %s, resource %s: %s", cfg->name, cfg->res[i]->name,
+			        g->reason);
+			free(g);
+			errno = EINVAL;
+			return -1;
+		}
+	}
 	ev_timer_init(&g->mon_w, group_mon_cb, cfg->monitor_interval, cfg->monitor_interval);
 	g->mon_w.data = g;
 	snprintf(g->reason, sizeof(g->reason), "not started yet");
@@ -539,10 +599,90 @@ json_t *group_status_json(const struct group *g)
 	                 "resources", res);
 }
 
+int group_announce(struct group *g)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; g && i < g->n; i++) {
+		struct res_rt *r = &g->res[i];
+
+		if (r->cfg->type != RES_VIP || r->st != RES_UP)
+			continue;
+		if (vip_garp_start(&r->garp, g->loop, r->cfg->interface, &r->vip,
+		                   r->cfg->garp_count, r->cfg->garp_delay) < 0)
+			log_warn("Group %s: announcing resource %s on %s again failed: %s.",
+			         g->cfg->name, r->cfg->name, r->cfg->interface, strerror(errno));
+		else
+			n++;
+	}
+	return (int)n;
+}
+
+/* The first line of a pid file: a positive pid, or 0. */
+static pid_t pidfile_read(const char *path)
+{
+	char line[32] = "";
+	FILE *f = fopen(path, "re");
+	long v;
+	char *end;
+
+	if (!f)
+		return 0;
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	errno = 0;
+	v = strtol(line, &end, 10);
+	if (errno || end == line || (*end && *end != '\n') || v <= 1 || v > 1 << 22)
+		return 0;
+	return (pid_t)v;
+}
+
+/* kill(pid, 0) also succeeds on a zombie, and a daemonized service's zombie may never be
+ * reaped here: read the state letter after the ")" of /proc/PID/stat. */
+static bool pid_running(pid_t p)
+{
+	char path[64], buf[512];
+	const char *rp;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	rp = strrchr(buf, ')');
+	return rp && rp[1] == ' ' && rp[2] && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+int group_pids(const struct group *g, pid_t *pids, size_t max)
+{
+	size_t n = 0;
+	pid_t p;
+
+	for (unsigned i = 0; g && i < g->n && n < max; i++) {
+		const struct hak_resource_cfg *rc = g->res[i].cfg;
+
+		if (rc->type != RES_EXEC || !rc->pidfile || g->res[i].st != RES_UP)
+			continue;
+		p = pidfile_read(rc->pidfile);
+		if (p > 0 && pid_running(p))
+			pids[n++] = p;
+	}
+	return (int)n;
+}
+
 void group_destroy(struct group *g)
 {
 	if (!g)
 		return;
+	for (unsigned i = 0; i < g->n; i++)
+		vip_garp_stop(&g->res[i].garp);
 	ev_timer_stop(g->loop, &g->mon_w);
 	proc_cancel(g->op);
 	free(g);

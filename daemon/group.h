@@ -17,6 +17,8 @@
 #define HAK_GROUP_H
 
 #include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 struct ev_loop;
 struct hak_group_cfg;
@@ -45,6 +47,12 @@ int group_stop(struct group *g, char *err, size_t errlen);
 /* After an operator fixed what blocked a stop: forget the block and stop again. */
 int group_clear(struct group *g, char *err, size_t errlen);
 enum group_state group_state(const struct group *g);
+/* Announce the group's started virtual IPs again (the old primary re-appeared and neighbours
+ * may have learnt its MAC back). Returns how many were announced. */
+int group_announce(struct group *g);
+/* The live pids named by the pid files of the started exec resources, at most max; how many.
+ * For fault drills: a "node crash" kills these with the daemon. */
+int group_pids(const struct group *g, pid_t *pids, size_t max);
 const char *group_state_name(enum group_state st);
 const char *group_name(const struct group *g);
 json_t *group_status_json(const struct group *g);

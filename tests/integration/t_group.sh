@@ -144,5 +144,5 @@ sed -i "/directory $(printf '%s' "$MNT" | sed 's|/|\\/|g')/d" "$WORK/hak.conf"
 if "$HAKD" --config "$WORK/hak.conf" --foreground >"$WORK/bad.out" 2>&1; then
 	fail "hakd accepted a mount resource without a directory"
 fi
-assert_contains "$(cat "$WORK/bad.out")" "Resource 'fs' of type mount needs a 'directory' line."
+assert_contains "$(cat "$WORK/bad.out")" "Resource 'fs' of type mount needs the key 'directory'."
 log "group: start order, in-place restart, blocked stop, clear, force-unmount, config error all as expected"

@@ -383,8 +383,11 @@ START_TEST(test_groups)
 	        "\trestart-window 1s\n\tresource data {\n\t\ttype mount\n\t\tdevice /dev/x\n"
 	        "\t\tdirectory /srv\n\t\tfstype ext4\n\t\toptions noatime\n\t\tfsck no\n\t}\n"
 	        "\tresource db {\n\t\ttype exec\n\t\tstart \"pg start\"\n\t\tstop s\n"
-	        "\t\tmonitor m\n\t\ttimeout 90s\n\t}\n\tresource u {\n\t\ttype systemd\n"
-	        "\t\tunit x.service\n\t}\n}\n");
+	        "\t\tmonitor m\n\t\ttimeout 90s\n\t\tpidfile /srv/pid\n\t}\n\tresource u {\n"
+	        "\t\ttype systemd\n\t\tunit x.service\n\t}\n\tresource ip {\n\t\ttype vip\n"
+	        "\t\taddress 192.0.2.10/24\n\t\tinterface eth0\n\t}\n\tresource ip6 {\n"
+	        "\t\ttype vip\n\t\taddress 2001:db8::10/64\n\t\tinterface svc.1\n"
+	        "\t\tgarp-count 0\n\t\tgarp-delay 0s\n\t}\n}\n");
 	const struct hak_group_cfg *g;
 
 	ck_assert_uint_eq(cfg->groups.n, 1);
@@ -394,7 +397,7 @@ START_TEST(test_groups)
 	ck_assert_double_eq(g->monitor_interval, 2.0);
 	ck_assert_uint_eq(g->max_restarts, 5);
 	ck_assert_double_eq(g->restart_window, 1.0);
-	ck_assert_uint_eq(g->n_res, 3);
+	ck_assert_uint_eq(g->n_res, 5);
 	ck_assert_str_eq(g->res[0]->name, "data");
 	ck_assert_int_eq(g->res[0]->type, RES_MOUNT);
 	ck_assert_str_eq(g->res[0]->options, "noatime");
@@ -403,7 +406,17 @@ START_TEST(test_groups)
 	ck_assert_double_eq(g->res[0]->timeout, HAK_DEFAULT_RES_TIMEOUT);
 	ck_assert_str_eq(g->res[1]->start, "pg start");
 	ck_assert_double_eq(g->res[1]->timeout, 90.0);
+	ck_assert_str_eq(g->res[1]->pidfile, "/srv/pid");
+	ck_assert_ptr_null(g->res[0]->pidfile);
 	ck_assert_str_eq(g->res[2]->unit, "x.service");
+	ck_assert_int_eq(g->res[3]->type, RES_VIP);
+	ck_assert_str_eq(g->res[3]->address, "192.0.2.10/24");
+	ck_assert_str_eq(g->res[3]->interface, "eth0");
+	ck_assert_uint_eq(g->res[3]->garp_count, HAK_DEFAULT_GARP_COUNT);
+	ck_assert_double_eq(g->res[3]->garp_delay, HAK_DEFAULT_GARP_DELAY);
+	ck_assert_str_eq(g->res[4]->address, "2001:db8::10/64");
+	ck_assert_uint_eq(g->res[4]->garp_count, 0);
+	ck_assert_double_eq(g->res[4]->garp_delay, 0.0);
 	config_free(cfg);
 }
 END_TEST
@@ -751,12 +764,24 @@ static const struct bad_case bad_cases[] = {
      5, 1, "Group 'g' follows volume 'x', but no 'volume x {' section exists."},
     {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype mount\n\t\tdevice /d\n\t\tfstype "
          "ext4\n\t}\n}\n",
-     7, 2, "Resource 'r' of type mount needs a 'directory' line."},
+     7, 2, "Resource 'r' of type mount needs the key 'directory'."},
     {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype systemd\n\t\tunit u\n\t\tdevice "
          "/d\n\t}\n}\n",
      10, 3, "Key 'device' does not apply to resource 'r' of type systemd."},
     {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype nfs\n\t}\n}\n", 8, 8,
-     "Bad type 'nfs'; choose one of exec, mount, systemd, attach."},
+     "Bad type 'nfs'; choose one of exec, mount, systemd, attach, vip."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype vip\n\t\taddress "
+         "192.0.2.300/24\n\t\tinterface eth0\n\t}\n}\n",
+     9, 3, "Resource 'r': "},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype vip\n\t\taddress "
+         "192.0.2.3/24\n\t\tinterface eth0/1\n\t}\n}\n",
+     10, 3, "Resource 'r': 'eth0/1' is not an interface name (1 to 15 characters, no '/')."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype vip\n\t\taddress "
+         "192.0.2.3/24\n\t}\n}\n",
+     7, 2, "Resource 'r' of type vip needs the key 'interface'."},
+    {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype mount\n\t\tdevice /d\n"
+         "\t\tdirectory /m\n\t\tfstype ext4\n\t\tpidfile /p\n\t}\n}\n",
+     12, 3, "Key 'pidfile' does not apply to resource 'r' of type mount."},
     {VOL "}\nresource r {\n\ttype exec\n}\n", 5, 1, "Unknown section 'resource'"},
     /* ports of a pair */
     {NODES VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n}\n", 11, 1,

@@ -4,15 +4,20 @@
  * of starts and stops read back from a log the commands append to.
  */
 #include <check.h>
+#include <errno.h>
 #include <ev.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conf_group.h"
 #include "group.h"
 #include "log.h"
+#include "vip.h"
 
 static char dir[64], logpath[128];
 static struct hak_resource_cfg rcs[3];
@@ -247,6 +252,93 @@ START_TEST(failed_stop_blocks)
 }
 END_TEST
 
+/* A virtual IP in a private network namespace: started after a, stopped before it; a monitor
+ * that finds the address gone restarts it in place; a stop leaves no address behind. */
+START_TEST(vip_resource)
+{
+	struct hak_resource_cfg ip = {0};
+	struct vip_addr a;
+	struct group *g;
+	char err[256];
+
+	ck_assert_int_eq(unshare(CLONE_NEWNET), 0);
+	ck_assert_int_eq(system("ip link add hakv0 type veth peer name hakv1 && "
+	                        "ip link set hakv0 up && ip link set hakv1 up"),
+	                 0);
+	ip.name = xstrdup("ip");
+	ip.type = RES_VIP;
+	ip.address = xstrdup("192.0.2.10/24");
+	ip.interface = xstrdup("hakv0");
+	ip.garp_count = 2;
+	ip.garp_delay = 0.2;
+	ip.timeout = 5;
+	gcfg.res[1] = &ip; /* a, ip, c */
+	ck_assert_int_eq(vip_parse(ip.address, &a, err, sizeof(err)), 0);
+	g = make();
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STARTED);
+	ck_assert_int_eq(vip_present("hakv0", &a, err, sizeof(err)), 1);
+	ck_assert_str_eq(log_text(), "start-a start-c");
+	ck_assert_int_eq(group_announce(g), 1);
+	/* someone removes it: the monitor puts it back, c is restarted, a is not */
+	log_clear();
+	ck_assert_int_eq(system("ip addr del 192.0.2.10/24 dev hakv0"), 0);
+	run_for(1.0);
+	ck_assert_str_eq(group_state_name(group_state(g)), "started");
+	ck_assert_int_eq(vip_present("hakv0", &a, err, sizeof(err)), 1);
+	ck_assert_str_eq(log_text(), "stop-c start-c");
+	ck_assert_int_eq(group_stop(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STOPPED);
+	ck_assert_int_eq(vip_present("hakv0", &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(group_announce(g), 0);
+	group_destroy(g);
+	free(ip.name);
+	free(ip.address);
+	free(ip.interface);
+}
+END_TEST
+
+/* group_pids: the live pids of started exec resources with a pid file, nothing once stopped. */
+START_TEST(pids_from_pidfiles)
+{
+	char buf[512], pidfile[128];
+	pid_t pids[4];
+	struct group *g;
+	FILE *f;
+	int pid = 0;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/svc.pid", dir);
+	snprintf(buf, sizeof(buf), "setsid sleep 30 </dev/null >/dev/null 2>&1 & echo $! >%s",
+	         pidfile);
+	free(rcs[1].start);
+	rcs[1].start = xstrdup(buf);
+	rcs[1].pidfile = pidfile;
+	g = make();
+	ck_assert_int_eq(group_pids(g, pids, 4), 0); /* not started: nothing */
+	ck_assert_int_eq(group_start(g, buf, sizeof(buf)), 0);
+	wait_state(g, GROUP_STARTED);
+	f = fopen(pidfile, "r");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fscanf(f, "%d", &pid), 1);
+	fclose(f);
+	ck_assert_int_eq(group_pids(g, pids, 4), 1);
+	ck_assert_int_eq(pids[0], pid);
+	ck_assert_int_eq(group_pids(g, pids, 0), 0);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	for (int i = 0; i < 100 && group_pids(g, pids, 4) != 0; i++)
+		usleep(10000);
+	ck_assert_int_eq(group_pids(g, pids, 4), 0); /* dead (a zombie at most): not listed */
+	/* garbage in the pid file is no pid */
+	f = fopen(pidfile, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("12abc\n", f);
+	fclose(f);
+	ck_assert_int_eq(group_pids(g, pids, 4), 0);
+	rcs[1].pidfile = NULL;
+	group_destroy(g);
+}
+END_TEST
+
 START_TEST(mountinfo)
 {
 	ck_assert_int_eq(group_is_mounted("/proc"), 1);
@@ -266,6 +358,8 @@ int main(void)
 	tcase_add_test(t, start_timeout_kills);
 	tcase_add_test(t, monitor_restarts_in_place_then_fails);
 	tcase_add_test(t, failed_stop_blocks);
+	tcase_add_test(t, vip_resource);
+	tcase_add_test(t, pids_from_pidfiles);
 	tcase_add_test(t, mountinfo);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
