@@ -428,10 +428,16 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
 	cd->policy = (struct cluster_policy){
 	    .on_quorum_loss = p->cfg->cluster.on_quorum_loss == HAK_QL_DEMOTE ? CLUSTER_QL_DEMOTE
 	                                                                      : CLUSTER_QL_FREEZE,
-	    .on_disk_failure = CLUSTER_DF_DETACH,
+	    .on_disk_failure = p->cfg->cluster.on_disk_failure == HAK_DF_FAILOVER
+	                           ? CLUSTER_DF_FAILOVER
+	                           : CLUSTER_DF_DETACH,
 	    .restart_limit = 1,
 	    .quorum_disabled = !p->cfg->cluster.quorum,
 	    .fence_configured = p->cfg->cluster.fence_hook != NULL,
+	    /* without preferred-node, the first node section breaks ties, the same on both */
+	    .preferred = strcmp(p->cfg->cluster.preferred_node ? p->cfg->cluster.preferred_node
+	                                                       : p->cfg->nodes[0].name,
+	                        p->self->name) == 0,
 	};
 	snprintf(cd->standby_path, sizeof(cd->standby_path), "%s/cluster-%" PRIu32 ".standby",
 	         p->cfg->state_dir, p->cfg->cluster.cluster_id);

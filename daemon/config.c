@@ -133,6 +133,20 @@ static int enum_quorum_loss(const char *s, void *field)
 	return 0;
 }
 
+static int enum_disk_failure(const char *s, void *field)
+{
+	enum hak_disk_failure d;
+
+	if (strcmp(s, "detach") == 0)
+		d = HAK_DF_DETACH;
+	else if (strcmp(s, "failover") == 0)
+		d = HAK_DF_FAILOVER;
+	else
+		return -1;
+	memcpy(field, &d, sizeof(d));
+	return 0;
+}
+
 static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base);
 
@@ -206,6 +220,11 @@ static const struct conf_key cluster_keys[] = {
      .doc = "no: promote without a witness vote, after fence-hook succeeded (default yes)"},
     {"fence-hook", CONF_PATH, 0, 0, 0, CFIELD(fence_hook), NULL, NULL,
      .doc = "a program that powers the peer off; exit 0 means it can no longer write"},
+    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), enum_disk_failure,
+     "detach, failover",
+     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over"},
+    {"preferred-node", CONF_STRING, 0, 0, 0, CFIELD(preferred_node), NULL, NULL,
+     .doc = "the node that takes the primary role when both could and neither is"},
 };
 
 static const struct conf_key volume_keys[] = {
@@ -945,6 +964,13 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 			    "'heartbeat-address IP:PORT IP:PORT'.",
 			    cfg->nodes[i].name, cfg->nodes[i].n_heartbeat);
 		}
+	if (cl->preferred_node && strcmp(cl->preferred_node, cfg->nodes[0].name) != 0 &&
+	    strcmp(cl->preferred_node, cfg->nodes[1].name) != 0) {
+		setting_pos(c, "preferred-node", &line, &col);
+		return perr(ps, line, col,
+		            "preferred-node '%s' is not a node; the nodes are %s and %s.",
+		            cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
+	}
 	if (!cl->quorum && !cl->fence_hook) {
 		setting_pos(c, "quorum", &line, &col);
 		return perr(ps, line, col,
@@ -1149,6 +1175,7 @@ void config_free(struct hak_config *cfg)
 	free(cfg->cluster.auth_key_file);
 	free(cfg->cluster.witness_address);
 	free(cfg->cluster.fence_hook);
+	free(cfg->cluster.preferred_node);
 	free(cfg);
 }
 

@@ -61,6 +61,7 @@ struct hak_hb_addr {
 
 /* What a cluster manager does when a primary loses both its peer and the witness. */
 enum hak_quorum_loss { HAK_QL_FREEZE, HAK_QL_DEMOTE };
+enum hak_disk_failure { HAK_DF_DETACH, HAK_DF_FAILOVER };
 
 /* The "cluster" section: heartbeats and failover; absent = replication only, no failover. */
 struct hak_cluster_cfg {
@@ -75,7 +76,10 @@ struct hak_cluster_cfg {
 	int quorum;            /* "quorum" (default yes); no: a successful fence-hook replaces
 	                        * the vote */
 	char *fence_hook;      /* "fence-hook PATH": powers the peer off, exit 0 = fenced */
-	unsigned line;         /* of the "cluster" keyword */
+	enum hak_disk_failure on_disk_failure; /* "on-disk-failure" detach|failover (detach) */
+	char *preferred_node; /* "preferred-node NAME": takes the primary role when both could
+	                       * and neither is; NULL: the decision's tie-break (node order) */
+	unsigned line;        /* of the "cluster" keyword */
 };
 
 /*

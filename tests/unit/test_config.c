@@ -854,7 +854,8 @@ START_TEST(test_cluster_section)
 	struct hak_config *cfg = parse_ok(
 	    CLUSTER_PAIR("10.0.0.1:7790 [2001:db8::1]:7790", "10.0.0.2:7790 [2001:db8::2]:7791",
 	                 "\tcluster-id 42\n\theartbeat-interval 100ms\n\tdeadtime 500ms\n" KEYFILE
-	                 "\ton-quorum-loss demote\n"));
+	                 "\ton-quorum-loss demote\n\ton-disk-failure failover\n"
+	                 "\tpreferred-node b\n"));
 	const struct hak_cluster_cfg *c = &cfg->cluster;
 
 	ck_assert(c->present);
@@ -863,6 +864,8 @@ START_TEST(test_cluster_section)
 	ck_assert_double_eq(c->deadtime, 0.5);
 	ck_assert_str_eq(c->auth_key_file, "/etc/hak/cluster.key");
 	ck_assert_int_eq(c->on_quorum_loss, HAK_QL_DEMOTE);
+	ck_assert_int_eq(c->on_disk_failure, HAK_DF_FAILOVER);
+	ck_assert_str_eq(c->preferred_node, "b");
 	ck_assert_uint_eq(c->line, 9);
 	ck_assert_uint_eq(cfg->nodes[0].n_heartbeat, 2);
 	ck_assert_str_eq(cfg->nodes[0].heartbeat[0].host, "10.0.0.1");
@@ -879,6 +882,8 @@ START_TEST(test_cluster_section)
 	ck_assert_double_eq(cfg->cluster.heartbeat_interval, 0.2);
 	ck_assert_double_eq(cfg->cluster.deadtime, 1.0);
 	ck_assert_int_eq(cfg->cluster.on_quorum_loss, HAK_QL_FREEZE);
+	ck_assert_int_eq(cfg->cluster.on_disk_failure, HAK_DF_DETACH);
+	ck_assert_ptr_null(cfg->cluster.preferred_node);
 	config_free(cfg);
 	/* without a cluster section: nothing of it */
 	cfg = parse_ok(NODES);
@@ -920,6 +925,12 @@ static const struct bad_case cluster_bad[] = {
     {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
                   KEYFILE "\ton-quorum-loss panic\n"),
      11, 17, "Bad on-quorum-loss 'panic'; choose one of freeze, demote."},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\ton-disk-failure ignore\n"),
+     11, 18, "Bad on-disk-failure 'ignore'; choose one of detach, failover."},
+    {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
+                  KEYFILE "\tpreferred-node c\n"),
+     11, 17, "preferred-node 'c' is not a node; the nodes are a and b."},
     {CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790",
                   KEYFILE "\tcluster-id 0\n"),
      11, 13, "cluster-id 0 is out of range"},
