@@ -164,7 +164,9 @@ struct repl {
 	unsigned pend_count;
 	struct vol_io *wait_head, *wait_tail; /* waiting for a free slot */
 	struct vol_io *active_writes;         /* local I/O in flight (for resync overlap) */
-	struct vol_io *deferred;              /* held back behind a resync read */
+	/* Writes held back, in arrival order: behind a resync read of their blocks, or behind an
+	 * older overlapping write still in flight (so both copies apply the two in one order). */
+	struct vol_io *deferred, *deferred_tail;
 	uint64_t async_bytes;
 	double ack_latency;
 	double ping_rtt;

@@ -190,6 +190,38 @@ void ship_al_resume(void *ctx, struct vol_io *vio, int err)
 		volume_resume(vio);
 }
 
+static bool list_overlaps(const struct vol_io *list, uint64_t off, uint64_t len)
+{
+	for (const struct vol_io *v = list; v; v = v->rnext)
+		if (off < v->off + v->len && v->off < off + len)
+			return true;
+	return false;
+}
+
+/*
+ * A write must wait when a resync read of its blocks is in flight (that data must reach the peer
+ * first, or the peer would end with the older copy), and when it overlaps an older write still
+ * in flight here or held back: two overlapping writes in flight at once may land in either
+ * order on the local disk, while the peer applies them in arrival order, so the copies could
+ * silently differ (DRBD waits for conflicting writes the same way).
+ */
+static bool submit_blocked(struct repl *r, const struct vol_io *vio)
+{
+	return resync_overlaps(r, vio->off, vio->len) || attach_overlaps(r, vio->off, vio->len) ||
+	       (replicating(r) && list_overlaps(r->active_writes, vio->off, vio->len)) ||
+	       list_overlaps(r->deferred, vio->off, vio->len);
+}
+
+static void defer_push(struct repl *r, struct vol_io *vio)
+{
+	vio->rnext = NULL;
+	if (r->deferred_tail)
+		r->deferred_tail->rnext = vio;
+	else
+		r->deferred = vio;
+	r->deferred_tail = vio;
+}
+
 int repl_submit(struct repl *r, struct vol_io *vio)
 {
 	vio->rid = UINT64_MAX;
@@ -200,12 +232,8 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 	}
 	if (vio->op != VOL_FLUSH)
 		verify_note_write(r, vio->off, vio->len);
-	if (vio->op != VOL_FLUSH &&
-	    (resync_overlaps(r, vio->off, vio->len) || attach_overlaps(r, vio->off, vio->len))) {
-		/* A resync read of these blocks is in flight: its data must reach the peer first,
-		 * or the peer would end with the older copy. */
-		vio->rnext = r->deferred;
-		r->deferred = vio;
+	if (vio->op != VOL_FLUSH && submit_blocked(r, vio)) {
+		defer_push(r, vio);
 		return 1;
 	}
 	if (vio->op != VOL_FLUSH) {
@@ -267,6 +295,8 @@ void repl_local_done(struct repl *r, struct vol_io *vio)
 	}
 	if (vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO) {
 		active_remove(r, vio);
+		if (r->deferred)
+			repl_deferred_pump(r);
 		if (r->resync_running)
 			resync_pump(r);
 		verify_pump(r);
@@ -275,28 +305,23 @@ void repl_local_done(struct repl *r, struct vol_io *vio)
 	}
 }
 
-/* Requests held back behind a resync read may go now if nothing overlaps any more. */
+/* Requests held back may go now if nothing overlaps any more, in arrival order. */
 void repl_deferred_pump(struct repl *r)
 {
-	struct vol_io *list = r->deferred, *keep = NULL;
-	r->deferred = NULL;
+	struct vol_io *list = r->deferred;
+
+	r->deferred = r->deferred_tail = NULL;
 	while (list) {
 		struct vol_io *vio = list;
 		list = vio->rnext;
-		if (resync_overlaps(r, vio->off, vio->len) ||
-		    attach_overlaps(r, vio->off, vio->len)) {
-			vio->rnext = keep;
-			keep = vio;
+		/* the ones kept so far are back in r->deferred: a later overlapping write stays
+		 * behind them */
+		if (submit_blocked(r, vio)) {
+			defer_push(r, vio);
 			continue;
 		}
 		if (repl_submit(r, vio) == 0)
 			volume_resume(vio);
-	}
-	while (keep) {
-		struct vol_io *vio = keep;
-		keep = vio->rnext;
-		vio->rnext = r->deferred;
-		r->deferred = vio;
 	}
 }
 

@@ -4,6 +4,8 @@
 #                        at 192.0.2.250:7791) and a group "svc" with one exec resource that
 #                        writes WORK/NODE.marker; plus a namespace "witness" joined to alpha
 #                        (192.0.2.201/30) and beta (192.0.2.205/30), running hakd --witness.
+#                        CLUSTER_HB_INTERVAL / CLUSTER_DEADTIME (default 100ms / 500ms) set
+#                        the heartbeats; PAIR_EXTRA adds a line to the volume section.
 #   role NAME            NAME's role (primary/secondary/down)
 #   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
@@ -29,8 +31,8 @@ node beta {
 }
 cluster {
     auth-key-file $WORK/cluster.key
-    heartbeat-interval 100ms
-    deadtime 500ms
+    heartbeat-interval ${CLUSTER_HB_INTERVAL:-100ms}
+    deadtime ${CLUSTER_DEADTIME:-500ms}
     on-quorum-loss $CLUSTER_ONQL
     witness-address 192.0.2.250:7791
 }
@@ -42,6 +44,7 @@ volume db {
     ping-interval 200ms
     ping-timeout 1s
     connect-interval 200ms
+    ${PAIR_EXTRA:-}
 }
 group svc {
     volume db
