@@ -424,6 +424,11 @@ static void decide_primary(const struct cluster_in *in, struct cluster_out *out)
 	why = handover_reason(in);
 	if (why)
 		return step_down(in, out, CLUSTER_R_HANDOVER, why);
+	/* Pacemaker's node standby: the services leave the node, and stop when no other node
+	 * can take them (maintenance on the last node, or stopping the pair cleanly). */
+	if (l->standby)
+		return step_down(in, out, CLUSTER_R_CMD_STANDBY,
+		                 "Standby and the peer cannot take over: stopping the services here");
 	if (l->group == CLUSTER_GROUP_STOP_FAILED) {
 		say(out, CLUSTER_R_STOP_FAILED, CLUSTER_A_DEGRADED,
 		    "Stopping the group failed: staying primary until an operator cleans up.");

@@ -364,8 +364,11 @@ START_TEST(standby_and_force)
 	a.cmd = CLUSTER_CMD_NONE;
 	a.local.standby = true;
 	EXPECT(&a, CLUSTER_R_HANDOVER, CLUSTER_A_STOP_GROUP);
-	a.peer.eligible = false; /* nobody to hand over to: keep serving */
-	EXPECT(&a, CLUSTER_R_PRIMARY_SERVE, 0);
+	a.peer.eligible = false; /* nobody to hand over to: the services stop all the same */
+	EXPECT(&a, CLUSTER_R_CMD_STANDBY, CLUSTER_A_STOP_GROUP);
+	a.local.group = CLUSTER_GROUP_STOPPED;
+	EXPECT(&a, CLUSTER_R_CMD_STANDBY, CLUSTER_A_DEMOTE);
+	a.local.group = CLUSTER_GROUP_RUNNING;
 	a.cmd = CLUSTER_CMD_UNSTANDBY;
 	EXPECT(&a, CLUSTER_R_CMD_UNSTANDBY, CLUSTER_A_CLEAR_STANDBY);
 
