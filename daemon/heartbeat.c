@@ -230,6 +230,7 @@ struct hb {
 	struct ev_loop *loop; /* the heartbeat thread's own */
 	struct ev_loop *main_loop;
 	ev_timer tick;
+	ev_timer expiry; /* when the first alive path goes dead if nothing more arrives */
 	ev_io rx[HB_MAX_PATHS];
 	ev_async stop_async;   /* main → heartbeat thread */
 	ev_async notify_async; /* heartbeat thread → main loop */
@@ -331,6 +332,44 @@ static void send_all(struct hb *hb)
 	}
 }
 
+/*
+ * Liveness is checked again at the moment the first alive path would go dead, not only at the
+ * next tick: the peer is declared dead deadtime after its last heartbeat, instead of up to one
+ * interval later. Hb thread only (it is the sole writer of heard_at and the alive flags).
+ */
+static void arm_expiry(struct hb *hb)
+{
+	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1, now = mono_ms();
+
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		int64_t t = hb->heard_at[i] + dead_ms;
+		if (hb->paths[i].alive && hb->heard_at[i] >= 0 && (next < 0 || t < next))
+			next = t;
+	}
+	ev_timer_stop(hb->loop, &hb->expiry);
+	if (next < 0)
+		return;
+	ev_timer_set(&hb->expiry, (double)(next > now ? next - now : 0) / 1000.0 + 0.001, 0.0);
+	ev_timer_start(hb->loop, &hb->expiry);
+}
+
+static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hb *hb = w->data;
+	bool changed;
+
+	(void)loop;
+	(void)revents;
+	pthread_mutex_lock(&hb->mu);
+	changed = update_liveness(hb, mono_ms());
+	if (changed)
+		hb->generation++;
+	pthread_mutex_unlock(&hb->mu);
+	if (changed)
+		ev_async_send(hb->main_loop, &hb->notify_async);
+	arm_expiry(hb);
+}
+
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct hb *hb = w->data;
@@ -346,6 +385,7 @@ static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	pthread_mutex_unlock(&hb->mu);
 	if (changed)
 		ev_async_send(hb->main_loop, &hb->notify_async);
+	arm_expiry(hb);
 }
 
 /* Checks everything but the packet itself; returns the counter to bump, NULL to accept. */
@@ -415,6 +455,7 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 	if (changed)
 		ev_async_send(hb->main_loop, &hb->notify_async);
+	arm_expiry(hb);
 }
 
 static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -550,6 +591,8 @@ static int setup(struct hb *hb, char *err, size_t errlen)
 	ev_timer_init(&hb->tick, tick_cb, hb->cfg.interval, hb->cfg.interval);
 	hb->tick.data = hb;
 	ev_timer_start(hb->loop, &hb->tick);
+	ev_timer_init(&hb->expiry, expiry_cb, 1.0, 0.0);
+	hb->expiry.data = hb;
 	ev_async_init(&hb->stop_async, stop_cb);
 	ev_async_start(hb->loop, &hb->stop_async);
 	ev_async_init(&hb->notify_async, notify_cb);
