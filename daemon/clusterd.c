@@ -47,6 +47,7 @@ struct clusterd {
 	struct proc *fence_proc;
 	bool want_vote;
 	bool peer_was_dead; /* for peer_returned */
+	bool peer_dead;     /* silent on every path, as of the last decision */
 	struct cluster_out last;
 	char last_fail[CLUSTER_REASON_MAX]; /* the last failed action, logged once */
 	uint64_t decisions, changes;
@@ -97,6 +98,7 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 	for (unsigned i = 0; i < s.n_paths && i < CLUSTER_MAX_PATHS; i++)
 		in->path_alive[i] = s.paths[i].alive;
 	in->peer_returned = cd->peer_was_dead && s.peer_alive;
+	cd->peer_dead = s.peer_known && !s.peer_alive;
 	in->repl_connected = repl_link_state(cd->p.repl) >= LINK_CONNECTED;
 	in->witness_reachable = w.reachable;
 	in->vote = w.holds                                      ? CLUSTER_VOTE_SELF
@@ -234,6 +236,12 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 		rc = repl_demote(cd->p.repl, ns.clients > 0, err, sizeof(err));
 		break;
 	case CLUSTER_A_PROMOTE:
+		/* A dead peer's TCP connection lingers until the ping timeout (no RST comes from a
+		 * powered-off machine); the heartbeats, the replication path's included, already
+		 * say it is gone. */
+		if (cd->peer_dead)
+			repl_peer_dead(cd->p.repl, "the cluster manager found the peer silent on "
+			                           "every heartbeat path");
 		rc = repl_promote(cd->p.repl, rule == CLUSTER_R_CMD_FORCE, err, sizeof(err));
 		break;
 	case CLUSTER_A_START_GROUP:

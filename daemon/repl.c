@@ -603,6 +603,12 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 	repl_drop_connection(r, why);
 }
 
+void repl_peer_dead(struct repl *r, const char *why)
+{
+	if (r->connected || r->data || r->meta_s)
+		repl_drop_connection(r, why);
+}
+
 void repl_drop_connection(struct repl *r, const char *why)
 {
 	bool was = r->connected;

@@ -89,6 +89,10 @@ bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len);
 
 /* Operator commands. 0, or -1 with a sentence in err. */
 int repl_promote(struct repl *r, bool force, char *err, size_t errlen);
+/* The cluster manager found the peer silent on every heartbeat path (the replication link's
+ * included): drop a replication connection still waiting for its ping timeout, so a promotion
+ * need not wait for it. Reconnecting goes on as after any lost connection. */
+void repl_peer_dead(struct repl *r, const char *why);
 int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen);
 int repl_connect(struct repl *r, char *err, size_t errlen);
 int repl_disconnect(struct repl *r, char *err, size_t errlen);
