@@ -224,7 +224,9 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
  * The volume as a block device without the kernel NBD module: nbdfuse exposes it as a file, a
  * loop device makes that a block device, and a symlink gives it a fixed name for the mount
  * resource. nbdfuse is started in its own session so it outlives the script; both steps are
- * idempotent, so a start after a partial start or a restart of hakd picks up what exists. The
+ * idempotent, so a start after a partial start or a restart of hakd picks up what exists; after
+ * nbdfuse died (the monitor's restart), the dead FUSE mount and the loop devices left on its
+ * file are cleared before a new nbdfuse starts. The
  * loop device lets go of the FUSE file a moment after losetup -d returns, so the FUSE unmount
  * is retried for up to 5 s before the stop counts as failed. Loop devices are found through
  * /sys/block/loopN/loop/backing_file, not losetup -j: that one asks every loop device's backing
@@ -233,8 +235,12 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
 static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc, char **env)
 {
 	static const char start_sh[] =
+	    "stat \"$1\" >/dev/null 2>&1 || fusermount3 -u -z \"$1\" 2>/dev/null; "
 	    "mkdir -p \"$1\" || exit 1; "
 	    "if ! mountpoint -q \"$1\"; then rm -f \"$1.pid\"; "
+	    "for f in /sys/block/loop*/loop/backing_file; do "
+	    "[ \"$(cat \"$f\" 2>/dev/null)\" = \"$1/disk\" ] || continue; d=${f#/sys/block/}; "
+	    "losetup -d \"/dev/${d%%/*}\"; done; "
 	    "setsid nbdfuse -P \"$1.pid\" \"$1/disk\" \"$3\" </dev/null >\"$1.log\" 2>&1 & i=0; "
 	    "while [ ! -s \"$1.pid\" ]; do i=$((i+1)); if [ $i -gt 100 ]; then "
 	    "echo \"nbdfuse did not serve $3 on $1 within 10 s:\"; cat \"$1.log\"; exit 1; fi; "
