@@ -24,11 +24,11 @@
 
 #include <hak/version.h>
 
-#include "config.h"
 #include "al.h"
+#include "config.h"
+#include "ctl.h"
+#include "drill.h"
 #include "meta.h"
-
-enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
 
 struct cli {
 	const char *control;
@@ -63,6 +63,10 @@ static void usage(FILE *f)
 	    "  switchover [--to NODE]     planned move of the primary role (default: to the peer)\n"
 	    "  standby | unstandby        this node must not (may again) be primary; persistent\n"
 	    "  failover --force           promote without vote, fence or UpToDate data\n"
+	    "  drill SCENARIO --peer-socket SOCK [--check CMD] [--rpo-cmd CMD] [--timeout S]\n"
+	    "                             inject a fault in the running pair (crash-primary,\n"
+	    "                             crash-service, switchover) and report detection,\n"
+	    "                             promotion, service and check times (RTO) and RPO\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -74,71 +78,7 @@ static void usage(FILE *f)
 /* Send one request and read one reply line. Returns the parsed reply or NULL (message printed). */
 static json_t *call(const struct cli *c, json_t *req, int *exit_code)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	char *line = NULL, *buf = NULL;
-	size_t len = 0, cap = 0;
-	json_t *resp = NULL;
-	int fd = -1;
-
-	*exit_code = EXIT_UNREACHABLE;
-	if (strlen(c->control) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "hakctl: control socket path %s is too long.\n", c->control);
-		goto out;
-	}
-	strcpy(sa.sun_path, c->control);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n",
-		        c->control, strerror(errno));
-		goto out;
-	}
-	line = json_dumps(req, JSON_COMPACT);
-	if (!line)
-		goto out;
-	size_t n = strlen(line);
-	line[n] = '\n'; /* json_dumps leaves room only for the NUL; reuse it for the newline */
-	if (send(fd, line, n + 1, MSG_NOSIGNAL) != (ssize_t)(n + 1)) {
-		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
-		goto out;
-	}
-	for (;;) {
-		if (len + 4096 > cap) {
-			cap = cap ? cap * 2 : 65536;
-			char *nb = realloc(buf, cap);
-			if (!nb)
-				goto out;
-			buf = nb;
-		}
-		ssize_t r = read(fd, buf + len, cap - len);
-		if (r <= 0) {
-			fprintf(stderr, "hakctl: hakd closed the connection without an answer.\n");
-			goto out;
-		}
-		len += (size_t)r;
-		if (memchr(buf, '\n', len))
-			break;
-	}
-	json_error_t jerr;
-	resp = json_loadb(buf, (size_t)((char *)memchr(buf, '\n', len) - buf), 0, &jerr);
-	if (!resp) {
-		fprintf(stderr, "hakctl: hakd sent an answer that is not JSON: %s.\n", jerr.text);
-		goto out;
-	}
-	if (!json_is_true(json_object_get(resp, "ok"))) {
-		const char *e = json_string_value(json_object_get(resp, "error"));
-		fprintf(stderr, "hakctl: hakd refused: %s\n", e ? e : "(no reason given)");
-		*exit_code = EXIT_DAEMON;
-		json_decref(resp);
-		resp = NULL;
-		goto out;
-	}
-	*exit_code = 0;
-out:
-	if (fd >= 0)
-		close(fd);
-	free(line);
-	free(buf);
-	return resp;
+	return ctl_call(c->control, req, exit_code);
 }
 
 static void human_bytes(uint64_t b, char *out, size_t len)
@@ -777,6 +717,11 @@ static int cmd_resync(const struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+static int cmd_drill(const struct cli *c, int argc, char **argv)
+{
+	return drill_run(c->control, c->json, argc, argv);
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(const struct cli *c, int argc, char **argv);
@@ -786,13 +731,8 @@ static const struct {
     {"resolve", cmd_role},       {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
     {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
     {"attach", cmd_disk},        {"detach", cmd_disk},         {"resync", cmd_resync},
-    {"status", cmd_status},      {"version", cmd_version},     {"primary", cmd_role},
-    {"secondary", cmd_role},     {"connect", cmd_role},        {"disconnect", cmd_role},
-    {"resolve", cmd_role},       {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
-    {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
-    {"resync", cmd_role},        {"attach", cmd_disk},         {"detach", cmd_disk},
     {"switchover", cmd_cluster}, {"standby", cmd_cluster},     {"unstandby", cmd_cluster},
-    {"failover", cmd_cluster},
+    {"failover", cmd_cluster},   {"drill", cmd_drill},
 };
 
 int main(int argc, char **argv)

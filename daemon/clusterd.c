@@ -10,9 +10,11 @@
 #include <ev.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -40,6 +42,7 @@ struct clusterd {
 	struct group *group;
 	struct cluster_policy policy;
 	ev_timer tick, kick;
+	ev_timer drill;       /* a drill's crash, armed by cmd_drill */
 	enum cluster_cmd cmd; /* pending operator command */
 	bool standby;
 	char standby_path[512];
@@ -364,6 +367,75 @@ static json_t *cmd_cluster(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "pending", cluster_cmd_name(c));
 }
 
+static uint64_t realtime_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* SIGKILL the group's services (pid files of started exec resources); how many were killed. */
+static int kill_services(struct clusterd *cd)
+{
+	pid_t pids[GROUP_MAX_RESOURCES];
+	int n = group_pids(cd->group, pids, GROUP_MAX_RESOURCES), killed = 0;
+
+	for (int i = 0; i < n; i++)
+		if (kill(pids[i], SIGKILL) == 0)
+			killed++;
+	return killed;
+}
+
+/* The crash itself, a moment after the reply went out: the services, then the daemon. */
+static void drill_crash_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct clusterd *cd = w->data;
+
+	(void)loop;
+	(void)revents;
+	kill_services(cd);
+	raise(SIGKILL);
+}
+
+/*
+ * Fault injection for hakctl drill, refused unless the configuration allows drills:
+ * "crash" plays a node crash (the services and hakd die by SIGKILL, 20 ms after the reply, so
+ * the reply still reaches hakctl), "service" kills only the services. The reply carries the
+ * wall-clock time of the fault, from which hakctl measures.
+ */
+static json_t *cmd_drill(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	struct clusterd *cd = ctx;
+	const char *what = json_string_value(json_object_get(req, "fault"));
+	uint64_t now = realtime_us();
+	int killed = 0;
+
+	if (!cd->p.cfg->allow_drills) {
+		snprintf(err, errlen,
+		         "Drills are not allowed on node %s: add 'allow-drills yes' to the global "
+		         "section of its configuration and restart hakd.",
+		         cd->p.self->name);
+		return NULL;
+	}
+	if (!what || (strcmp(what, "crash") != 0 && strcmp(what, "service") != 0)) {
+		snprintf(err, errlen, "Unknown drill fault '%.32s'; use crash or service.",
+		         what ? what : "(none)");
+		return NULL;
+	}
+	log_warn("Drill: the operator injects a %s fault on node %s now.", what, cd->p.self->name);
+	if (strcmp(what, "crash") == 0) {
+		ev_timer_init(&cd->drill, drill_crash_cb, 0.02, 0.0);
+		cd->drill.data = cd;
+		ev_timer_start(cd->p.loop, &cd->drill);
+		now += 20000;
+	} else {
+		killed = kill_services(cd);
+	}
+	return json_pack("{s:s, s:s, s:I, s:i}", "node", cd->p.self->name, "fault", what, "time_us",
+	                 (json_int_t)now, "killed", killed);
+}
+
 json_t *clusterd_status_json(const struct clusterd *cd)
 {
 	struct hb_snapshot s;
@@ -420,6 +492,10 @@ static int setup(struct clusterd *cd, char *err, size_t errlen)
 			snprintf(err, errlen, "Cannot register the cluster commands.");
 			return -1;
 		}
+	if (control_register(cd->p.ctl, "drill", cmd_drill, cd) < 0) {
+		snprintf(err, errlen, "Cannot register the drill command.");
+		return -1;
+	}
 	return 0;
 }
 
@@ -480,6 +556,7 @@ void clusterd_stop(struct clusterd *cd)
 		groupctl_set_listener(cd->p.groups, NULL, NULL);
 	ev_timer_stop(cd->p.loop, &cd->tick);
 	ev_timer_stop(cd->p.loop, &cd->kick);
+	ev_timer_stop(cd->p.loop, &cd->drill);
 	if (cd->fence_proc)
 		proc_cancel(cd->fence_proc);
 	wit_client_stop(cd->wit);

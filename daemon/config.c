@@ -189,6 +189,8 @@ static const struct conf_key global_keys[] = {
      "which node this machine is", .apply = apply_node_name},
     {"state-dir", CONF_PATH, 0, 0, 0, GFIELD(state_dir), NULL, NULL,
      .doc = "the directory of hakd's state files"},
+    {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
+     .doc = "whether hakctl drill may crash this node's hakd and services (default no)"},
 };
 
 static const struct conf_key node_keys[] = {

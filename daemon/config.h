@@ -167,6 +167,7 @@ struct hak_config {
 	unsigned max_clients;       /* global "max-clients" per volume 1..1024 (default 64) */
 	char *node_name;            /* global "node": which node this is; NULL = by hostname */
 	char *state_dir;            /* global "state-dir" (default /var/lib/hak) */
+	int allow_drills;           /* global "allow-drills": hakctl drill may kill (default no) */
 	struct hak_node_cfg *nodes; /* none (standalone volumes) or exactly two */
 	size_t n_nodes;
 	struct hak_volume_cfg *volumes;

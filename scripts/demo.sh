@@ -82,7 +82,14 @@ log_lines beta 'Resync finished' | tail -n 1
 status alpha
 status beta
 
-step "5. Standby on both nodes stops the services cleanly; the two copies are identical"
+step "5. hakctl drill crash-service: PostgreSQL dies on beta and is restarted in place"
+"$HAKCTL" --control "$WORK/beta.ctl" drill crash-service --peer-socket "$WORK/alpha.ctl" \
+	--check "PGCONNECT_TIMEOUT=2 ip netns exec ${NS[client]} psql -h $VIP -p $PGPORT -U postgres -d postgres -Atq -c 'SELECT count(*) FROM ledger'" |
+	sed 's/^/  /' || die "the crash-service drill failed"
+say "the group's monitor noticed, restarted PostgreSQL on beta (no failover), and the database"
+say "answers on the VIP again: $(csql 'SELECT count(*) FROM ledger') ledger rows"
+
+step "6. Standby on both nodes stops the services cleanly; the two copies are identical"
 hk alpha standby >/dev/null
 hk beta standby >/dev/null
 wait_until 120 is_group beta stopped || die "the service group did not stop on beta"

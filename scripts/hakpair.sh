@@ -229,6 +229,7 @@ global {
     control-socket $WORK/$1.ctl
     log-level info
     state-dir $WORK/state-$1
+    allow-drills yes
 }
 # heartbeats on two paths: the replication link and the service network
 node alpha {

@@ -5,7 +5,9 @@
 #                        writes WORK/NODE.marker; plus a namespace "witness" joined to alpha
 #                        (192.0.2.201/30) and beta (192.0.2.205/30), running hakd --witness.
 #                        CLUSTER_HB_INTERVAL / CLUSTER_DEADTIME (default 100ms / 500ms) set
-#                        the heartbeats; PAIR_EXTRA adds a line to the volume section.
+#                        the heartbeats; PAIR_EXTRA adds a line to the volume section,
+#                        CLUSTER_GLOBAL_EXTRA one to the global section; a function
+#                        cluster_group_extra NODE, if defined, prints more group resources.
 #   role NAME            NAME's role (primary/secondary/down)
 #   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
@@ -20,6 +22,7 @@ global {
     log-level ${PAIR_LOG_LEVEL:-info}
     io-engine $HAK_IO_ENGINE
     state-dir $WORK/state-$n
+    ${CLUSTER_GLOBAL_EXTRA:-}
 }
 node alpha {
     address 192.0.2.1:7789
@@ -56,6 +59,7 @@ group svc {
         monitor "test -f $WORK/$n.marker"
         timeout 5s
     }
+$(! declare -F cluster_group_extra >/dev/null || cluster_group_extra "$n")
 }
 EOC
 	mkdir -p "$WORK/state-$n"

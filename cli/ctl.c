@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+#include "ctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char *line = NULL, *buf = NULL;
+	size_t len = 0, cap = 0;
+	json_t *resp = NULL;
+	int fd = -1;
+
+	*exit_code = EXIT_UNREACHABLE;
+	if (strlen(sock) >= sizeof(sa.sun_path)) {
+		fprintf(stderr, "hakctl: control socket path %s is too long.\n", sock);
+		goto out;
+	}
+	strcpy(sa.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n", sock,
+		        strerror(errno));
+		goto out;
+	}
+	line = json_dumps(req, JSON_COMPACT);
+	if (!line)
+		goto out;
+	size_t n = strlen(line);
+	line[n] = '\n'; /* json_dumps leaves room only for the NUL; reuse it for the newline */
+	if (send(fd, line, n + 1, MSG_NOSIGNAL) != (ssize_t)(n + 1)) {
+		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
+		goto out;
+	}
+	for (;;) {
+		if (len + 4096 > cap) {
+			cap = cap ? cap * 2 : 65536;
+			char *nb = realloc(buf, cap);
+			if (!nb)
+				goto out;
+			buf = nb;
+		}
+		ssize_t r = read(fd, buf + len, cap - len);
+		if (r <= 0) {
+			fprintf(stderr, "hakctl: hakd closed the connection without an answer.\n");
+			goto out;
+		}
+		len += (size_t)r;
+		if (memchr(buf, '\n', len))
+			break;
+	}
+	json_error_t jerr;
+	resp = json_loadb(buf, (size_t)((char *)memchr(buf, '\n', len) - buf), 0, &jerr);
+	if (!resp) {
+		fprintf(stderr, "hakctl: hakd sent an answer that is not JSON: %s.\n", jerr.text);
+		goto out;
+	}
+	if (!json_is_true(json_object_get(resp, "ok"))) {
+		const char *e = json_string_value(json_object_get(resp, "error"));
+		fprintf(stderr, "hakctl: hakd refused: %s\n", e ? e : "(no reason given)");
+		*exit_code = EXIT_DAEMON;
+		json_decref(resp);
+		resp = NULL;
+		goto out;
+	}
+	*exit_code = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(line);
+	free(buf);
+	return resp;
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hakctl's side of the control socket: one JSON request line, one JSON reply line.
+ */
+#ifndef HAK_CLI_CTL_H
+#define HAK_CLI_CTL_H
+
+#include <jansson.h>
+
+/* hakctl's exit codes. */
+enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
+
+/*
+ * Send req to the hakd listening on sock and return its reply when it says ok. NULL otherwise,
+ * with a sentence on stderr and *exit_code EXIT_UNREACHABLE (no answer) or EXIT_DAEMON (hakd
+ * refused); *exit_code is 0 on success.
+ */
+json_t *ctl_call(const char *sock, json_t *req, int *exit_code);
+
+#endif
