@@ -130,6 +130,7 @@ demo: deps bins
 bench: deps bins
 	bench/nbd.sh
 	bench/replication.sh
+	bench/failover.sh
 
 install: bins
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 \
