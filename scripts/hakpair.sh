@@ -110,23 +110,29 @@ pg_pid() {
 	[[ -n ${HAKD_PID[$1]:-} ]] || return 0
 	head -n 1 "/proc/${HAKD_PID[$1]}/root$WORK/mnt-$1/data/postmaster.pid" 2>/dev/null || true
 }
+# ns_kill NODE: SIGKILL every process in NODE's network namespace (all of them are this
+# script's: the namespace is its own), until none is left (5 s at most).
+ns_kill() {
+	local k pids
+	for ((k = 0; k < 50; k++)); do
+		pids=$(ip netns pids "${NS[$1]}" 2>/dev/null) || true
+		[[ -n $pids ]] || return 0
+		# shellcheck disable=SC2086
+		kill -KILL $pids 2>/dev/null || true
+		sleep 0.1
+	done
+}
+
 # kill_node NODE: a power cut: every process of NODE (all run in its network namespace: hakd,
 # PostgreSQL with all its children, nbdfuse, monitors) dies with SIGKILL at once, and its
 # network goes silent (links down: a dead server answers no ARP for the VIP either). A
 # PostgreSQL child left alive would keep the old mount, and the loop device under it, busy.
 kill_node() {
-	local k pids
 	ip -n "${NS[$1]}" link set svc0 down
 	ip -n "${NS[$1]}" link set hrep down
 	# disowned, bash reaps it without printing a "Killed" job notice
 	[[ -z ${HAKD_PID[$1]:-} ]] || disown "${HAKD_PID[$1]}" 2>/dev/null || true
-	for ((k = 0; k < 50; k++)); do
-		pids=$(ip netns pids "${NS[$1]}" 2>/dev/null) || true
-		[[ -n $pids ]] || break
-		# shellcheck disable=SC2086
-		kill -KILL $pids 2>/dev/null || true
-		sleep 0.1
-	done
+	ns_kill "$1"
 	HAKD_PID[$1]=""
 }
 
@@ -140,6 +146,13 @@ detach() {
 	if mountpoint -q "$mnt" 2>/dev/null; then
 		timeout 10 umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
 	fi
+	# The loop device, through the attach resource's link: from here its backing file's path
+	# may read "/disk" (the FUSE mount lived in hakd's mount namespace, maybe gone by now).
+	d=$(readlink "$WORK/$n.dev" 2>/dev/null || true)
+	if [[ $d == /dev/loop* && -e /sys/block/${d#/dev/}/loop/backing_file ]]; then
+		timeout 10 losetup -d "$d" 2>/dev/null || true
+	fi
+	rm -f "$WORK/$n.dev"
 	for f in /sys/block/loop*/loop/backing_file; do
 		[[ $(cat "$f" 2>/dev/null) == "$fuse/disk" ]] || continue
 		d=${f#/sys/block/}
@@ -172,6 +185,10 @@ cleanup() {
 	for n in alpha beta; do [[ -z $WORK ]] || detach "$n"; done
 	for n in alpha beta; do [[ -z ${HAKD_PID[$n]:-} ]] || stop_pid "${HAKD_PID[$n]}" TERM 10; done
 	[[ -z $WITNESS_PID ]] || stop_pid "$WITNESS_PID" TERM 5
+	for n in alpha beta witness client; do
+		[[ -z ${NS_MADE[$n]:-} ]] || ns_kill "$n"
+	done
+	for n in alpha beta; do [[ -z $WORK ]] || detach "$n"; done
 	for n in alpha beta witness client; do
 		[[ -z ${NS_MADE[$n]:-} ]] || ip netns del "${NS[$n]}"
 	done
@@ -388,6 +405,9 @@ load_start() {
 load_stop() {
 	local p
 	touch "$WORK/stop"
+	# the loops' pgbench and psql run in the client namespace, children of the subshells:
+	# end them there, or they would outlive the subshells
+	ns_kill client
 	for p in "$CLIENT_PID" "$BENCH_PID"; do [[ -z $p ]] || stop_pid "$p" TERM 10 || true; done
 	CLIENT_PID="" BENCH_PID=""
 }
