@@ -28,7 +28,8 @@ for ((i = 0; i < NFILES; i++)); do
 done
 (cd "$MNT" && find . -type f -name 'f*' | sort | xargs sha256sum) >"$WORK/sums"
 assert_eq "$(wc -l <"$WORK/sums")" $NFILES "number of files written"
-sync
+# syncfs of this filesystem only: a global sync would also wait for other tests' filesystems
+sync -f "$MNT"
 umount "$MNT"
 
 out=$(fsck.ext4 -fn "$LOOP_DEV" 2>&1) || fail "fsck.ext4 -fn found problems: $out"
@@ -36,7 +37,7 @@ log "fsck clean: $(tail -n1 <<<"$out")"
 
 mount "$LOOP_DEV" "$MNT" || fail "second mount of $LOOP_DEV failed"
 # Drop the page cache so the sums come from the server, not from memory.
-sync
+sync -f "$MNT"
 echo 3 2>/dev/null >/proc/sys/vm/drop_caches || log "note: cannot drop the page cache here"
 (cd "$MNT" && sha256sum --quiet -c "$WORK/sums") || fail "file checksums differ after remount"
 umount "$MNT"
