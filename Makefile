@@ -60,13 +60,20 @@ CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
 $(BUILD)/hakctl: $(CLI_OBJ) $(LIBHAKD)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# hakctl's modules but its main, for the unit tests of their pure parts (an archive: a test
+# pulls in only what it calls).
+LIBHAKCLI := $(BUILD)/libhakcli.a
+$(LIBHAKCLI): $(filter-out $(BUILD)/cli/hakctl.o,$(CLI_OBJ))
+	@rm -f $@
+	ar rcs $@ $^
+
 SHIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard kmod-shim/*.c))
 $(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAKD)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKD) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKCLI) $(LIBHAKD) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD)
 	@mkdir -p $(dir $@)

@@ -5,7 +5,9 @@
 #  - refused, with the exact reason, on a pair whose replication link is down, for an unknown
 #    scenario, without --peer-socket, and by a hakd without allow-drills;
 #  - crash-service kills the service: the group restarts it in place, no failover, the report
-#    has the service failure noticed before the service is back and the check passes;
+#    has the service failure noticed before the service is back and the check passes; with a
+#    check that never passes the drill stops at --timeout naming that step (exit 4), and an
+#    --rpo-cmd that prints no number is reported as such;
 #  - crash-primary kills the primary's hakd and its service (their pids are gone afterwards):
 #    the survivor detects, promotes, starts its group, and the report's times are ordered
 #    (detection <= promotion <= group started <= check) with --rpo-cmd's number in it;
@@ -64,6 +66,7 @@ hk alpha disconnect db >/dev/null
 wait_repl alpha link StandAlone 10
 out=$(drill crash-primary 2>&1) && fail "a drill ran on a disconnected pair: $out"
 assert_contains "$out" "the pair is not ready for a drill: the replication link must be Connected (alpha: StandAlone"
+assert_contains "$out" "A drill needs one node primary and the other secondary, both disks UpToDate, the replication link Connected, each node hearing the other's heartbeats, and the group started on the primary."
 hk alpha connect db >/dev/null
 wait_synced 30
 out=$(drill explode 2>&1) && fail "an unknown scenario was accepted"
@@ -84,9 +87,24 @@ pid_alive "$svc0" && fail "the service $svc0 survived the drill"
 svc1=$(cat "$WORK/alpha.svc.pid")
 [[ $svc1 != "$svc0" ]] && pid_alive "$svc1" || fail "the service was not restarted ($svc0 -> $svc1)"
 assert_eq "$(role alpha)" primary "alpha's role after the service drill"
+# a step that never happens: the drill gives up after --timeout, names it, exits 4
+wait_for "[[ \$(cl alpha rule) == serve && \$(jq -r '.groups[0].state' <<<\"\$(hk alpha status --json)\") == started ]]" 15 ||
+	fail "alpha's group is not started again: $(hk alpha status)"
+rc=0
+out=$(drill crash-service --check false --rpo-cmd "echo none" --timeout 3 2>&1) || rc=$?
+log "crash-service with a failing check: $out"
+assert_eq "$rc" 4 "exit status of a drill whose check never passed"
+assert_contains "$out" "--rpo-cmd 'echo none' printed 'none', not a count of lost transactions; no RPO reported."
+assert_contains "$out" "hakctl drill: within 3 s, the check command did not succeed (the report above shows what did happen)."
+assert_contains "$out" "check command succeeded              did not happen"
+wait_for "[[ -f $WORK/alpha.svc.pid ]] && pid_alive \$(cat $WORK/alpha.svc.pid)" 15 ||
+	fail "the service was not restarted after the second drill"
+svc1=$(cat "$WORK/alpha.svc.pid")
 assert_eq "$(role beta)" secondary "beta's role after the service drill"
 
 # ---- crash-primary: failover ----
+wait_for "[[ \$(jq -r '.groups[0].state' <<<\"\$(hk alpha status --json)\") == started ]]" 15 ||
+	fail "alpha's group is not started again: $(hk alpha status)"
 hakd_alpha=${NODE_PIDS[alpha]}
 out=$(drill crash-primary --check "test -f $WORK/beta.svc.pid" --rpo-cmd "echo 0" --timeout 60) ||
 	fail "the crash-primary drill failed: $out"
