@@ -46,7 +46,8 @@ python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.posix_fad
 (cd "$MNT" && sha256sum --quiet -c "$WORK/sums") || fail "file checksums differ after remount"
 umount "$MNT"
 losetup -d "$LOOP_DEV"
-fusermount3 -u "$WORK/fuse" || fail "fusermount3 -u $WORK/fuse failed"
+# the loop device lets go of the FUSE file a moment after losetup -d returns
+wait_for "fusermount3 -u '$WORK/fuse' 2>/dev/null" 5 || fail "fusermount3 -u $WORK/fuse failed"
 hakd_stop vol
 
 # The backing file alone holds the filesystem.
