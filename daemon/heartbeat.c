@@ -353,13 +353,11 @@ static void arm_expiry(struct hb *hb)
 	ev_timer_start(hb->loop, &hb->expiry);
 }
 
-static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* Refresh the paths' liveness now, tell the main loop if it changed, and re-arm the expiry. */
+static void check_liveness(struct hb *hb)
 {
-	struct hb *hb = w->data;
 	bool changed;
 
-	(void)loop;
-	(void)revents;
 	pthread_mutex_lock(&hb->mu);
 	changed = update_liveness(hb, mono_ms());
 	if (changed)
@@ -370,22 +368,19 @@ static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	arm_expiry(hb);
 }
 
-static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
-	struct hb *hb = w->data;
-	bool changed;
-
 	(void)loop;
 	(void)revents;
-	send_all(hb);
-	pthread_mutex_lock(&hb->mu);
-	changed = update_liveness(hb, mono_ms());
-	if (changed)
-		hb->generation++;
-	pthread_mutex_unlock(&hb->mu);
-	if (changed)
-		ev_async_send(hb->main_loop, &hb->notify_async);
-	arm_expiry(hb);
+	check_liveness(w->data);
+}
+
+static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	send_all(w->data);
+	check_liveness(w->data);
 }
 
 /* Checks everything but the packet itself; returns the counter to bump, NULL to accept. */
