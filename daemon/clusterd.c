@@ -108,6 +108,7 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 	in->local.disk = (enum cluster_disk)repl_disk_state(cd->p.repl);
 	in->local.standby = cd->standby;
 	in->local.io_frozen = volume_frozen(cd->p.vol);
+	in->local.io_failing = volume_failing(cd->p.vol);
 	in->local.group = map_group(cd->group);
 	/* group.c restarts in place by itself; FAILED means its restarts are used up */
 	in->local.restarts = in->local.group == CLUSTER_GROUP_FAILED ? 1 : 0;
@@ -210,6 +211,12 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 	case CLUSTER_A_FREEZE_IO:
 	case CLUSTER_A_UNFREEZE_IO:
 		volume_freeze(cd->p.vol, bit == CLUSTER_A_FREEZE_IO);
+		break;
+	case CLUSTER_A_FAIL_IO:
+		volume_fail_writes(cd->p.vol);
+		log_warn("Cluster manager: writes to volume %s now fail with EIO until this node "
+		         "has stepped down.",
+		         volume_name(cd->p.vol));
 		break;
 	case CLUSTER_A_ASK_VOTE:
 		cd->want_vote = true;
