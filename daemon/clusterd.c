@@ -125,7 +125,11 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 	in->policy = cd->policy;
 	if (s.peer_alive) {
 		cd->peer_was_dead = false;
-		cd->want_vote = false; /* the pair hears itself again: give the vote back */
+		/* The pair hears itself again: give the vote back, but not while both are primary
+		 * (a healed partition): the vote decides which one yields, and once given back
+		 * neither holds it, so both would. */
+		if (!(in->local.role == CLUSTER_PRIMARY && s.peer_known && s.peer.role))
+			cd->want_vote = false;
 		cd->fence = CLUSTER_FENCE_NOT_RUN;
 	} else if (s.peer_known) {
 		cd->peer_was_dead = true;
