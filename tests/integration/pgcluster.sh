@@ -235,9 +235,26 @@ _pgc_kill_ns() {
 	return 0
 }
 
+# _pgc_cut_disk NODE: abort the FUSE connection under NODE's loop device, as a disk that loses
+# power. Needed before its processes die, not only realistic: the last process of the node's
+# mount namespace unmounts the ext4 on its way out, and when that is nbdfuse itself, the
+# unmount's writeback waits for the FUSE server that is exiting: a deadlock in D state that
+# also blocks every sync and drop_caches on the machine.
+_pgc_cut_disk() {
+	local pid conn
+	pid=$(cat "$WORK/fuse-$1.pid" 2>/dev/null) || return 0
+	pid_alive "$pid" || return 0
+	conn=$(timeout 5 stat -c %d "/proc/$pid/root$WORK/fuse-$1" 2>/dev/null) || return 0
+	# st_dev of a FUSE mount: major 0, the minor is the connection number
+	((conn > 0 && conn < 256)) || conn=$(((conn & 0xff) | ((conn >> 12) & 0xfff00)))
+	[[ -e /sys/fs/fuse/connections/$conn/abort ]] && echo 1 >"/sys/fs/fuse/connections/$conn/abort"
+	return 0
+}
+
 pgc_crash() {
 	local dev ns=NS_$1
 	dev=$(_pgc_loop "$1")
+	_pgc_cut_disk "$1"
 	_pgc_kill_ns "$1"
 	# a machine that loses power stops answering for its addresses; the namespace outlives
 	# its processes, so the VIP goes by hand (the reboot would not have it either)
@@ -250,6 +267,7 @@ _pgc_teardown() {
 	local n dev
 	for n in alpha beta; do
 		dev=$(_pgc_loop "$n")
+		_pgc_cut_disk "$n"
 		_pgc_kill_ns "$n"
 		_pgc_release "$dev"
 	done

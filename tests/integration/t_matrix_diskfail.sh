@@ -60,10 +60,20 @@ assert_eq "$(cl alpha frozen)" false "alpha frozen while Diskless"
 assert_eq "$(repl beta peer_disk)" Diskless "beta's view of alpha's disk"
 assert_contains "$(cl alpha actions)" degraded "alpha's cluster actions while Diskless"
 pgc_vip_on alpha
-# The database's reads must reach the volume, which now forwards them to beta: empty the page
-# cache (it holds the whole table) and scan a table larger than PostgreSQL's own buffers.
+# The database's reads must reach the volume, which now forwards them to beta: drop the cached
+# pages of the database's files and of the FUSE file under the loop device (per file: a global
+# drop_caches would wait for every filesystem on this shared machine), then scan a table larger
+# than PostgreSQL's own buffers.
 rr0=$(repl alpha remote_reads)
-echo 1 >/proc/sys/vm/drop_caches
+nsenter -t "${NODE_PIDS[alpha]}" -m "$PGC_PY" - "$WORK/pg-alpha/data/base" "$WORK/fuse-alpha/disk" <<'PY' ||
+import os, sys
+paths = [os.path.join(d, f) for d, _, fs in os.walk(sys.argv[1]) for f in fs] + sys.argv[2:]
+for p in paths:
+    fd = os.open(p, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+PY
+	fail "dropping the cached pages on alpha failed"
 assert_eq "$(pgc_sql 'SELECT count(*) FROM pgbench_accounts')" 200000 "rows of pgbench_accounts read through the VIP"
 rr=$(repl alpha remote_reads)
 ((rr > rr0)) || fail "alpha forwarded no read to beta ($rr0 -> $rr)"
