@@ -129,6 +129,12 @@ pgc_pgbench_stop
 pgc_client_stop
 still_alpha "at the end"
 pgc_assert_rows
+# without the load, a last verify: both copies equal
+out=$(hk alpha verify db 2>&1) || fail "verify on alpha: $out"
+wait_for "[[ \$(repl alpha verify.running) == false ]]" 120 || fail "the last verify did not finish"
+vst=$(hk alpha status --json | jq -c '.volumes[0].replication.verify')
+assert_eq "$(jq -r .differing_blocks <<<"$vst")" 0 "blocks that differ at the end"
+log "last verify, load stopped: $vst"
 ((PGBENCH_TX > 0)) || fail "pgbench did no transaction"
 sampler_assert 200
 log "PASS"
