@@ -303,7 +303,7 @@ pgc_setup() {
 	wait_for "[[ \$(cl beta standby) == false && \$(cl beta pending) == none ]]" 10 ||
 		fail "beta did not leave standby: $(hk beta status)"
 	pgc_wait_db 30
-	PGPASSWORD= ip netns exec "$NS_client" pgbench -i -q -s 2 -h "$PGC_VIP" -p "$PGC_PORT" \
+	ip netns exec "$NS_client" pgbench -i -q -s 2 -h "$PGC_VIP" -p "$PGC_PORT" \
 		-U postgres postgres >"$WORK/pgbench-init.log" 2>&1 ||
 		fail "pgbench -i failed: $(tail -n 5 "$WORK/pgbench-init.log")"
 	log "PostgreSQL up on alpha behind $PGC_VIP:$PGC_PORT; beta in sync and eligible"

@@ -19,7 +19,7 @@
 . "$(dirname "$0")/pgcluster.sh"
 
 t_setup=$(date +%s.%N)
-pgc_setup
+pgc_setup 256M
 log "setup took $(elapsed_since "$t_setup") s"
 pgc_vip_on alpha
 sampler_start
@@ -34,7 +34,7 @@ pgc_crash alpha
 pgc_wait_primary beta 60
 pgc_wait_vip beta 10
 t_svc=$(elapsed_since "$t0")
-wait_for "(( \$(wc -l <$PGC_LEDGER) > before + 20 ))" 60 ||
+wait_for "(( \$(wc -l <$PGC_LEDGER) > $before + 20 ))" 60 ||
 	fail "the client committed nothing more after the failover: $(tail -n 3 "$WORK/client.err")"
 log "alpha crashed: beta primary with PostgreSQL and the VIP after ${t_svc} s; client commits again after $(elapsed_since "$t0") s"
 assert_eq "$(cl beta witness.vote)" true "beta holds the witness vote"

@@ -44,7 +44,7 @@ still_alpha() {
 }
 
 t_setup=$(date +%s.%N)
-pgc_setup
+pgc_setup 256M
 log "setup took $(elapsed_since "$t_setup") s"
 sampler_start
 pgc_client_start
@@ -53,7 +53,9 @@ sleep 2
 
 # ---- b. the database process dies ----
 pm=$(pgc_postmaster alpha)
-[[ -n $pm ]] && pid_alive "$pm" || fail "no running postmaster on alpha (pid '$pm')"
+if [[ -z $pm ]] || ! pid_alive "$pm"; then
+	fail "no running postmaster on alpha (pid '$pm')"
+fi
 t0=$(date +%s.%N)
 kill -KILL "$pm"
 wait_for "[[ \$(res_field alpha postgres restarts) == 1 && \$(pgc_group alpha) == started ]]" 60 ||

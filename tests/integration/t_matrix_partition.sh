@@ -40,7 +40,7 @@ heal_pair() {
 
 t_setup=$(date +%s.%N)
 CLUSTER_HB_INTERVAL=200ms CLUSTER_DEADTIME=1s CLUSTER_PING_INTERVAL=1s CLUSTER_PING_TIMEOUT=2s \
-	pgc_setup
+	pgc_setup 256M
 log "setup took $(elapsed_since "$t_setup") s"
 sampler_start
 pgc_client_start
