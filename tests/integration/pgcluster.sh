@@ -207,13 +207,21 @@ _pgc_release() {
 	log "could not detach $dev"
 }
 
-# _pgc_loop NODE: NODE's loop device, if its link points to one backed by NODE's FUSE file.
+# _pgc_loop NODE: NODE's loop device, if its link points to one backed by NODE's FUSE file. The
+# FUSE mount exists in the node's mount namespace only, so the backing file's path is read
+# there (seen from here it may lose its directories).
 _pgc_loop() {
-	local dev
+	local dev pid f
 	dev=$(readlink "$WORK/$1.dev" 2>/dev/null) || return 0
 	[[ -b $dev ]] || return 0
-	[[ $(cat "/sys/block/${dev#/dev/}/loop/backing_file" 2>/dev/null) == "$WORK/fuse-$1/disk" ]] &&
+	f=/sys/block/${dev#/dev/}/loop/backing_file
+	pid=$(cat "$WORK/fuse-$1.pid" 2>/dev/null) || true
+	if [[ -n $pid ]] && pid_alive "$pid" &&
+		[[ $(timeout 5 nsenter -t "$pid" -m cat "$f" 2>/dev/null) == "$WORK/fuse-$1/disk" ]]; then
 		echo "$dev"
+	elif [[ $(cat "$f" 2>/dev/null) == "$WORK/fuse-$1/disk" ]]; then
+		echo "$dev"
+	fi
 	return 0
 }
 
