@@ -253,12 +253,26 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	}
 }
 
+/* A barrier's flush, tagged with its connection: the barriers may be gone when it completes. */
+struct barrier_flush {
+	struct io_req req;
+	struct repl *r;
+	uint64_t conn;
+};
+
 static void barrier_flushed(struct io_req *req)
 {
-	struct repl *r = req->data;
+	struct barrier_flush *f = req->data;
+	struct repl *r = f->r;
 	struct barrier_wait *b = &r->barriers[0];
 	int64_t res = req->res;
-	free(req);
+	bool stale = f->conn != r->conn_seq;
+
+	free(f);
+	/* The connection dropped while the flush ran: apply_drop_waiting() forgot its barrier,
+	 * and barriers[0] (if any) is one of a new connection that this flush does not cover. */
+	if (stale)
+		return;
 	if (res < 0)
 		repl_log(r, LOG_LVL_ERR, "Flushing for barrier %llu failed: %s.",
 		         (unsigned long long)b->id, strerror((int)-res));
@@ -273,15 +287,17 @@ static void barriers_progress(struct repl *r)
 {
 	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
 		return;
-	struct io_req *req = calloc(1, sizeof(*req));
-	if (!req)
+	struct barrier_flush *f = calloc(1, sizeof(*f));
+	if (!f)
 		return;
 	r->barriers[0].flushing = true;
-	req->op = IO_OP_FDATASYNC;
-	req->fd = volume_fd(r->p.vol);
-	req->done = barrier_flushed;
-	req->data = r;
-	io_submit(r->p.io, req);
+	f->r = r;
+	f->conn = r->conn_seq;
+	f->req.op = IO_OP_FDATASYNC;
+	f->req.fd = volume_fd(r->p.vol);
+	f->req.done = barrier_flushed;
+	f->req.data = f;
+	io_submit(r->p.io, &f->req);
 }
 
 void barrier_frame(struct repl *r, uint64_t id)

@@ -46,9 +46,9 @@ static const char *const rule_names[CLUSTER_R_COUNT] = {
 };
 
 static const char *const action_names[CLUSTER_A_COUNT] = {
-    "set-standby", "clear-standby", "freeze-io", "ask-vote", "fence",
-    "detach",      "stop-group",    "demote",    "promote",  "unfreeze-io",
-    "start-group", "restart",       "send-garp", "degraded",
+    "set-standby", "clear-standby", "freeze-io",  "fail-io",   "ask-vote",
+    "fence",       "detach",        "stop-group", "demote",    "promote",
+    "unfreeze-io", "start-group",   "restart",    "send-garp", "degraded",
 };
 
 static const char *const disk_names[CLUSTER_DISK_COUNT] = {
@@ -301,6 +301,17 @@ static void step_down(const struct cluster_in *in, struct cluster_out *out, enum
 	}
 }
 
+/*
+ * A primary that must leave while the peer may serve writes: its writes fail instead of being
+ * held. Held writes would keep the group from stopping (a database's shutdown checkpoint, the
+ * unmount's journal flush wait on them), and a write completed here now is one the peer never
+ * got. The error lets the stack above fail fast and stop, and no client is told "done".
+ */
+static unsigned fail_writes(const struct cluster_in *in)
+{
+	return in->local.io_failing ? 0 : CLUSTER_A_FAIL_IO;
+}
+
 /* Why a healthy-enough primary should hand the role to a willing peer; NULL to keep it. */
 static const char *handover_reason(const struct cluster_in *in)
 {
@@ -348,8 +359,7 @@ static void both_primary(const struct cluster_in *in, struct cluster_out *out)
 		    "The peer is primary too (split brain); this node keeps the role (%s).", why);
 		return;
 	}
-	if (!in->local.io_frozen)
-		out->actions |= CLUSTER_A_FREEZE_IO;
+	out->actions |= fail_writes(in);
 	step_down(in, out, CLUSTER_R_BOTH_PRIMARY,
 	          "The peer is primary too (split brain) and wins; this node yields");
 	out->actions |= CLUSTER_A_DEGRADED;
@@ -369,14 +379,15 @@ static bool primary_quorum(const struct cluster_in *in, struct cluster_out *out)
 		    in->n_paths);
 		return false;
 	}
-	out->actions |= freeze;
 	if (in->policy.on_quorum_loss == CLUSTER_QL_DEMOTE) {
+		out->actions |= fail_writes(in);
 		step_down(in, out, CLUSTER_R_QUORUM_LOST,
 		          in->witness_reachable
 		              ? "Quorum lost, the peer holds the witness vote"
 		              : "Quorum lost, neither peer nor witness is reachable");
 		return false;
 	}
+	out->actions |= freeze;
 	say(out, CLUSTER_R_QUORUM_LOST, 0,
 	    "Quorum lost (peer silent on all %u paths, %s): I/O stays frozen, policy "
 	    "on-quorum-loss is freeze.",
@@ -427,8 +438,9 @@ static void decide_primary(const struct cluster_in *in, struct cluster_out *out)
 	/* Pacemaker's node standby: the services leave the node, and stop when no other node
 	 * can take them (maintenance on the last node, or stopping the pair cleanly). */
 	if (l->standby)
-		return step_down(in, out, CLUSTER_R_CMD_STANDBY,
-		                 "Standby and the peer cannot take over: stopping the services here");
+		return step_down(
+		    in, out, CLUSTER_R_CMD_STANDBY,
+		    "Standby and the peer cannot take over: stopping the services here");
 	if (l->group == CLUSTER_GROUP_STOP_FAILED) {
 		say(out, CLUSTER_R_STOP_FAILED, CLUSTER_A_DEGRADED,
 		    "Stopping the group failed: staying primary until an operator cleans up.");

@@ -79,18 +79,20 @@ enum cluster_disk_policy { CLUSTER_DF_DETACH, CLUSTER_DF_FAILOVER };
 #define CLUSTER_A_SET_STANDBY   (1u << 0)
 #define CLUSTER_A_CLEAR_STANDBY (1u << 1)
 #define CLUSTER_A_FREEZE_IO     (1u << 2) /* hold new writes; in-flight ones complete */
-#define CLUSTER_A_ASK_VOTE      (1u << 3)
-#define CLUSTER_A_FENCE         (1u << 4) /* run the fence hook against the peer */
-#define CLUSTER_A_DETACH        (1u << 5) /* drop the failed backing disk, serve via the peer */
-#define CLUSTER_A_STOP_GROUP    (1u << 6)
-#define CLUSTER_A_DEMOTE        (1u << 7)
-#define CLUSTER_A_PROMOTE       (1u << 8)
-#define CLUSTER_A_UNFREEZE_IO   (1u << 9)
-#define CLUSTER_A_START_GROUP   (1u << 10)
-#define CLUSTER_A_RESTART       (1u << 11) /* restart the failed resources of the group */
-#define CLUSTER_A_SEND_GARP     (1u << 12) /* re-announce the VIPs (peer came back) */
-#define CLUSTER_A_DEGRADED      (1u << 13) /* not an act: status shows "degraded" */
-#define CLUSTER_A_COUNT         14u
+/* writes fail with EIO: the held ones, new ones, and in-flight ones the peer never confirmed */
+#define CLUSTER_A_FAIL_IO     (1u << 3)
+#define CLUSTER_A_ASK_VOTE    (1u << 4)
+#define CLUSTER_A_FENCE       (1u << 5) /* run the fence hook against the peer */
+#define CLUSTER_A_DETACH      (1u << 6) /* drop the failed backing disk, serve via the peer */
+#define CLUSTER_A_STOP_GROUP  (1u << 7)
+#define CLUSTER_A_DEMOTE      (1u << 8)
+#define CLUSTER_A_PROMOTE     (1u << 9)
+#define CLUSTER_A_UNFREEZE_IO (1u << 10) /* ends FREEZE_IO and FAIL_IO */
+#define CLUSTER_A_START_GROUP (1u << 11)
+#define CLUSTER_A_RESTART     (1u << 12) /* restart the failed resources of the group */
+#define CLUSTER_A_SEND_GARP   (1u << 13) /* re-announce the VIPs (peer came back) */
+#define CLUSTER_A_DEGRADED    (1u << 14) /* not an act: status shows "degraded" */
+#define CLUSTER_A_COUNT       15u
 
 /* What this node knows of the peer: its last heartbeat. */
 struct cluster_peer {
@@ -104,8 +106,9 @@ struct cluster_peer {
 struct cluster_local {
 	enum cluster_role role;
 	enum cluster_disk disk;
-	bool standby;   /* operator standby, persistent */
-	bool io_frozen; /* writes are held */
+	bool standby;    /* operator standby, persistent */
+	bool io_frozen;  /* writes are held (or failed: io_failing) */
+	bool io_failing; /* writes fail with EIO (FAIL_IO) */
 	enum cluster_group group;
 	unsigned restarts; /* local restarts of the group in the policy's window */
 };

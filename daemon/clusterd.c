@@ -113,6 +113,7 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 	in->local.disk = (enum cluster_disk)repl_disk_state(cd->p.repl);
 	in->local.standby = cd->standby;
 	in->local.io_frozen = volume_frozen(cd->p.vol);
+	in->local.io_failing = volume_failing(cd->p.vol);
 	in->local.group = map_group(cd->group);
 	/* group.c restarts in place by itself; FAILED means its restarts are used up */
 	in->local.restarts = in->local.group == CLUSTER_GROUP_FAILED ? 1 : 0;
@@ -129,7 +130,11 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 	in->policy = cd->policy;
 	if (s.peer_alive) {
 		cd->peer_was_dead = false;
-		cd->want_vote = false; /* the pair hears itself again: give the vote back */
+		/* The pair hears itself again: give the vote back, but not while both are primary
+		 * (a healed partition): the vote decides which one yields, and once given back
+		 * neither holds it, so both would. */
+		if (!(in->local.role == CLUSTER_PRIMARY && s.peer_known && s.peer.role))
+			cd->want_vote = false;
 		cd->fence = CLUSTER_FENCE_NOT_RUN;
 	} else if (s.peer_known) {
 		cd->peer_was_dead = true;
@@ -215,6 +220,12 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 	case CLUSTER_A_FREEZE_IO:
 	case CLUSTER_A_UNFREEZE_IO:
 		volume_freeze(cd->p.vol, bit == CLUSTER_A_FREEZE_IO);
+		break;
+	case CLUSTER_A_FAIL_IO:
+		volume_fail_writes(cd->p.vol);
+		log_warn("Cluster manager: writes to volume %s now fail with EIO until this node "
+		         "has stepped down.",
+		         volume_name(cd->p.vol));
 		break;
 	case CLUSTER_A_ASK_VOTE:
 		cd->want_vote = true;

@@ -29,6 +29,7 @@ struct volume {
 	int stale_fd;             /* the detached backing store's fd, closed at attach or close */
 	double passon_log;        /* rate limit of pass-on error lines */
 	bool frozen;              /* the cluster manager holds new writes (lost quorum) */
+	bool failing;             /* ... or fails them: volume_fail_writes() */
 	struct vol_io *fq, **fqt; /* held writes, in arrival order */
 };
 
@@ -126,6 +127,9 @@ static void vol_finish(struct vol_io *vio)
 	/* Without a local disk a write exists only where the peer confirmed it. */
 	if (vio->remote_only && vol_is_write(vio))
 		err = vio->peer_acked ? 0 : EIO;
+	/* Stepping down without quorum: a write the peer may be promoted without is no success. */
+	if (v->failing && v->repl && vol_is_write(vio) && !vio->peer_acked)
+		err = EIO;
 	vio->err = err;
 	v->st.in_flight--;
 	if (err)
@@ -376,6 +380,11 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	vio->rr_err = 0;
 	vol->st.ops[vio->op]++;
 	vol->st.in_flight++;
+	if (vol->failing && vol_is_write(vio)) {
+		vio->local_err = EIO;
+		vol_finish(vio);
+		return 0;
+	}
 	if (vol->frozen && vio->op != VOL_READ && vio->op != VOL_CACHE &&
 	    vio->op != VOL_BLOCK_STATUS) {
 		vio->fnext = NULL;
@@ -392,6 +401,7 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 void volume_freeze(struct volume *vol, bool frozen)
 {
 	vol->frozen = frozen;
+	vol->failing = false;
 	/* each held write goes on exactly as if it had arrived now */
 	while (!vol->frozen && vol->fq) {
 		struct vol_io *vio = vol->fq;
@@ -403,6 +413,22 @@ void volume_freeze(struct volume *vol, bool frozen)
 bool volume_frozen(const struct volume *vol)
 {
 	return vol->frozen;
+}
+
+void volume_fail_writes(struct volume *vol)
+{
+	vol->frozen = vol->failing = true;
+	while (vol->fq) {
+		struct vol_io *vio = vol->fq;
+		vol->fq = vio->fnext;
+		vio->local_err = EIO;
+		vol_finish(vio);
+	}
+}
+
+bool volume_failing(const struct volume *vol)
+{
+	return vol->failing;
 }
 
 static void vol_go(struct volume *vol, struct vol_io *vio)

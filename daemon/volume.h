@@ -113,6 +113,14 @@ void volume_remote_read_done(struct vol_io *vio, int err);
  */
 void volume_freeze(struct volume *vol, bool frozen);
 bool volume_frozen(const struct volume *vol);
+/*
+ * The cluster manager's step-down without quorum: writes fail with EIO instead of waiting (the
+ * held ones at once, new ones on arrival), and so does every write still in flight that the
+ * peer never confirmed, whose data exists only here. Reads go on. volume_frozen() is true
+ * meanwhile; volume_freeze(vol, false) ends it.
+ */
+void volume_fail_writes(struct volume *vol);
+bool volume_failing(const struct volume *vol);
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);
 bool volume_is_blockdev(const struct volume *vol);

@@ -13,7 +13,7 @@ PACKAGES=(
 	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs
 	iproute2 iputils-ping util-linux procps psmisc jq kmod
 	# the database of the service-group tests and the demo
-	postgresql postgresql-client
+	postgresql postgresql-client python3-psycopg2
 )
 
 missing=()

@@ -5,14 +5,34 @@
 #                        writes WORK/NODE.marker; plus a namespace "witness" joined to alpha
 #                        (192.0.2.201/30) and beta (192.0.2.205/30), running hakd --witness.
 #                        CLUSTER_HB_INTERVAL / CLUSTER_DEADTIME (default 100ms / 500ms) set
-#                        the heartbeats; PAIR_EXTRA adds a line to the volume section,
-#                        CLUSTER_GLOBAL_EXTRA one to the global section; a function
-#                        cluster_group_extra NODE, if defined, prints more group resources.
+#                        the heartbeats, CLUSTER_PING_INTERVAL / CLUSTER_PING_TIMEOUT (200ms /
+#                        1s) the replication link's; PAIR_EXTRA adds a line to the volume
+#                        section, CLUSTER_GLOBAL_EXTRA one to the global section; a function
+#                        cluster_group_extra NODE, if defined, prints more resources for the
+#                        svc group; redefine _cluster_group NODE to print another group section.
 #   role NAME            NAME's role (primary/secondary/down)
 #   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
 NS_witness=hak-w-$PAIR_SID
 CLUSTER_ONQL=${CLUSTER_ONQL:-demote}
+
+# _cluster_group NODE: the group section of NODE's config (pgcluster.sh replaces it).
+_cluster_group() {
+	cat <<EOG
+group svc {
+    volume db
+    monitor-interval 200ms
+    resource marker {
+        type exec
+        start "echo $1 >$WORK/$1.marker"
+        stop "rm -f $WORK/$1.marker"
+        monitor "test -f $WORK/$1.marker"
+        timeout 5s
+    }
+$(! declare -F cluster_group_extra >/dev/null || cluster_group_extra "$1")
+}
+EOG
+}
 
 _pair_config() {
 	local n=$1
@@ -44,23 +64,12 @@ volume db {
     nbd-socket $WORK/$n.nbd
     meta-disk $WORK/$n.meta
     mode $PAIR_MODE
-    ping-interval 200ms
-    ping-timeout 1s
+    ping-interval ${CLUSTER_PING_INTERVAL:-200ms}
+    ping-timeout ${CLUSTER_PING_TIMEOUT:-1s}
     connect-interval 200ms
     ${PAIR_EXTRA:-}
 }
-group svc {
-    volume db
-    monitor-interval 200ms
-    resource marker {
-        type exec
-        start "echo $n >$WORK/$n.marker"
-        stop "rm -f $WORK/$n.marker"
-        monitor "test -f $WORK/$n.marker"
-        timeout 5s
-    }
-$(! declare -F cluster_group_extra >/dev/null || cluster_group_extra "$n")
-}
+$(_cluster_group "$n")
 EOC
 	mkdir -p "$WORK/state-$n"
 	# beta starts in standby (the persistent flag), so alpha takes the primary role by itself

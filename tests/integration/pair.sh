@@ -7,6 +7,7 @@
 #                            192.0.2.129 <-> .130), a config per node, metadata, both hakd running.
 #                            PAIR_BLANK=1 creates blank metadata (no initial sync).
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
+#                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -77,8 +78,10 @@ pair_setup() {
 			${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
 			fail "create-md on $n failed: $(cat "$WORK/create-md.log")"
 	done
-	node_start alpha
-	node_start beta
+	if [[ ${PAIR_NO_START:-0} != 1 ]]; then
+		node_start alpha
+		node_start beta
+	fi
 	log "pair up: namespaces $NS_alpha $NS_beta, mode $PAIR_MODE, size $size"
 }
 

@@ -14,7 +14,7 @@
 
 #define MOVE_ACTIONS                                                                               \
 	(CLUSTER_A_PROMOTE | CLUSTER_A_DEMOTE | CLUSTER_A_STOP_GROUP | CLUSTER_A_FREEZE_IO |       \
-	 CLUSTER_A_FENCE | CLUSTER_A_DETACH)
+	 CLUSTER_A_FAIL_IO | CLUSTER_A_FENCE | CLUSTER_A_DETACH)
 
 /* A healthy pair on two paths with a reachable witness; the caller adjusts it. */
 static struct cluster_in base(enum cluster_role role)
@@ -211,15 +211,31 @@ START_TEST(partition_witness_on_secondary_side)
 	EXPECT(&b, CLUSTER_R_ASK_VOTE, CLUSTER_A_ASK_VOTE | DEG);
 	b.vote = CLUSTER_VOTE_SELF;
 	EXPECT(&b, CLUSTER_R_FAILOVER, CLUSTER_A_PROMOTE | DEG);
-	/* on-quorum-loss demote: stop the group (frozen meanwhile), then demote */
+	/*
+	 * on-quorum-loss demote: stop the group, then demote. Writes fail meanwhile rather than
+	 * wait: held writes would keep the group's stop (a database's shutdown checkpoint, the
+	 * unmount) from ever finishing.
+	 */
 	a = base(CLUSTER_PRIMARY);
 	cut_all(&a);
 	a.witness_reachable = false;
 	a.policy.on_quorum_loss = CLUSTER_QL_DEMOTE;
-	EXPECT(&a, CLUSTER_R_QUORUM_LOST, CLUSTER_A_FREEZE_IO | CLUSTER_A_STOP_GROUP | DEG);
-	a.local.io_frozen = true;
+	EXPECT(&a, CLUSTER_R_QUORUM_LOST, CLUSTER_A_FAIL_IO | CLUSTER_A_STOP_GROUP | DEG);
+	a.local.io_frozen = a.local.io_failing = true;
+	a.local.group = CLUSTER_GROUP_STOPPING;
+	EXPECT(&a, CLUSTER_R_QUORUM_LOST, DEG);
 	a.local.group = CLUSTER_GROUP_STOPPED;
 	EXPECT(&a, CLUSTER_R_QUORUM_LOST, CLUSTER_A_DEMOTE | DEG);
+	a.local.role = CLUSTER_SECONDARY; /* demoted: writes neither fail nor wait any more */
+	EXPECT(&a, CLUSTER_R_NO_WITNESS, CLUSTER_A_UNFREEZE_IO | DEG);
+	/* It first waited for the vote with writes held; the peer got it: the held ones fail. */
+	a = base(CLUSTER_PRIMARY);
+	cut_all(&a);
+	a.policy.on_quorum_loss = CLUSTER_QL_DEMOTE;
+	EXPECT(&a, CLUSTER_R_QUORUM_WAIT, CLUSTER_A_FREEZE_IO | CLUSTER_A_ASK_VOTE | DEG);
+	a.local.io_frozen = true;
+	a.vote = CLUSTER_VOTE_PEER;
+	EXPECT(&a, CLUSTER_R_QUORUM_LOST, CLUSTER_A_FAIL_IO | CLUSTER_A_STOP_GROUP | DEG);
 	/* The vote went to the peer while the witness is reachable: same policy. */
 	a = base(CLUSTER_PRIMARY);
 	cut_all(&a);
@@ -237,8 +253,8 @@ START_TEST(healed_partition_both_primary)
 	a.vote = CLUSTER_VOTE_SELF;
 	b.vote = CLUSTER_VOTE_PEER;
 	EXPECT(&a, CLUSTER_R_BOTH_PRIMARY, DEG);
-	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_FREEZE_IO | CLUSTER_A_STOP_GROUP | DEG);
-	b.local.io_frozen = true;
+	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_FAIL_IO | CLUSTER_A_STOP_GROUP | DEG);
+	b.local.io_frozen = b.local.io_failing = true;
 	b.local.group = CLUSTER_GROUP_STOPPED;
 	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_DEMOTE | DEG);
 	/* no witness, neither frozen: the preferred node keeps it */
@@ -248,13 +264,13 @@ START_TEST(healed_partition_both_primary)
 	a.witness_reachable = b.witness_reachable = false;
 	a.policy.preferred = true;
 	EXPECT(&a, CLUSTER_R_BOTH_PRIMARY, DEG);
-	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_FREEZE_IO | CLUSTER_A_STOP_GROUP | DEG);
+	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_FAIL_IO | CLUSTER_A_STOP_GROUP | DEG);
 	/*
 	 * The old primary froze on quorum loss while the other was promoted and served: the
 	 * frozen one yields even though it is the preferred node (its data is older).
 	 */
 	a.local.io_frozen = b.peer.io_frozen = true;
-	EXPECT(&a, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_STOP_GROUP | DEG);
+	EXPECT(&a, CLUSTER_R_BOTH_PRIMARY, CLUSTER_A_FAIL_IO | CLUSTER_A_STOP_GROUP | DEG);
 	EXPECT(&b, CLUSTER_R_BOTH_PRIMARY, DEG);
 }
 END_TEST
@@ -465,6 +481,7 @@ START_TEST(names)
 		ck_assert_str_ne(cluster_rule_name(i), "unknown");
 	ck_assert_str_eq(cluster_rule_name(CLUSTER_R_COUNT), "unknown");
 	ck_assert_str_eq(cluster_action_name(CLUSTER_A_PROMOTE), "promote");
+	ck_assert_str_eq(cluster_action_name(CLUSTER_A_FAIL_IO), "fail-io");
 	ck_assert_str_eq(cluster_action_name(3), "unknown");
 	ck_assert_str_eq(cluster_disk_name(CLUSTER_DISK_UPTODATE), "UpToDate");
 	ck_assert_str_eq(cluster_cmd_name(CLUSTER_CMD_COUNT), "unknown");
@@ -478,7 +495,7 @@ static bool serving_after(const struct cluster_in *in, const struct cluster_out 
 	bool primary = (in->local.role == CLUSTER_PRIMARY && !(o->actions & CLUSTER_A_DEMOTE)) ||
 	               (o->actions & CLUSTER_A_PROMOTE);
 	bool frozen = (in->local.io_frozen && !(o->actions & CLUSTER_A_UNFREEZE_IO)) ||
-	              (o->actions & CLUSTER_A_FREEZE_IO);
+	              (o->actions & (CLUSTER_A_FREEZE_IO | CLUSTER_A_FAIL_IO));
 	return primary && !frozen;
 }
 
@@ -560,8 +577,10 @@ static bool sim_serving(const struct sim_node *n)
 
 static void sim_apply(struct sim_node *n, unsigned a)
 {
-	if (a & CLUSTER_A_FREEZE_IO)
+	if (a & (CLUSTER_A_FREEZE_IO | CLUSTER_A_FAIL_IO))
 		n->l.io_frozen = true;
+	if (a & CLUSTER_A_FAIL_IO)
+		n->l.io_failing = true;
 	if (a & CLUSTER_A_DETACH)
 		n->l.disk = CLUSTER_DISK_DISKLESS;
 	if (a & CLUSTER_A_STOP_GROUP)
@@ -571,7 +590,7 @@ static void sim_apply(struct sim_node *n, unsigned a)
 	if (a & CLUSTER_A_PROMOTE)
 		n->l.role = CLUSTER_PRIMARY;
 	if (a & CLUSTER_A_UNFREEZE_IO)
-		n->l.io_frozen = false;
+		n->l.io_frozen = n->l.io_failing = false;
 	if (a & (CLUSTER_A_START_GROUP | CLUSTER_A_RESTART))
 		n->l.group = CLUSTER_GROUP_RUNNING;
 	if (a & CLUSTER_A_RESTART)
