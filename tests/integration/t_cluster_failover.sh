@@ -131,7 +131,10 @@ wait "$SAMPLER" || true
 n=$(wc -l <"$WORK/samples")
 both=$(awk '$2 == 1 && $3 == 1' "$WORK/samples" | wc -l)
 log "sampler: $n samples, $both with two serving primaries"
-((n > 40)) || fail "the sampler took only $n samples"
+# one sample per 100 ms from the crash to here (about 4 s when everything is fast): the sampler
+# must have run through the whole window, not just started
+span=$(awk 'NR == 1 {a = $1} {b = $1} END {printf "%d", (b - a) * 10}' "$WORK/samples")
+((n >= 20 && n * 2 >= span)) || fail "the sampler took only $n samples over $((span / 10)) s"
 assert_eq "$both" 0 "samples with two serving primaries"
 path_up 1
 path_up 2
