@@ -580,17 +580,22 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 		if (r->pending_accept[i] == s) {
 			r->pending_accept[i] = NULL;
 			tstream_close(s);
-			/* Said once a second at most: a flood of bad connections must not flood the
-			 * log, but none may pass unmentioned. */
+			/* Four a second at most (a peer opens two streams, each may be refused): a
+			 * flood of bad connections must not flood the log, but none may pass
+			 * unmentioned. */
 			double now = ev_now(r->p.loop);
 			if (now - r->reject_logged_at >= 1.0) {
+				r->reject_logged_at = now;
+				r->reject_logged = 0;
+			}
+			if (r->reject_logged < 4) {
 				repl_log(r, LOG_LVL_WARN,
 				         "Dropped an incoming replication connection "
 				         "before its handshake: %s%s.",
 				         why,
 				         r->reject_suppressed ? " (and earlier ones not logged)"
 				                              : "");
-				r->reject_logged_at = now;
+				r->reject_logged++;
 				r->reject_suppressed = 0;
 			} else {
 				r->reject_suppressed++;

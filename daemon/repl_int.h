@@ -154,7 +154,8 @@ struct repl {
 	bool connected;
 	uint64_t conn_seq; /* counts dropped connections */
 	double handshake_start;
-	double reject_logged_at; /* rate limit for bad incoming connections */
+	double reject_logged_at; /* rate limit for bad incoming connections: the window's start */
+	unsigned reject_logged;  /* ... lines logged in it */
 	unsigned reject_suppressed;
 
 	/* Primary send side. */
