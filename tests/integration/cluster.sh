@@ -13,6 +13,8 @@
 #   role NAME            NAME's role (primary/secondary/down)
 #   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
+#   sampler_start / sampler_assert [MIN]   record every 100 ms whether each node is primary and
+#                        not frozen; assert that never both were (and that MIN samples ran)
 NS_witness=hak-w-$PAIR_SID
 CLUSTER_ONQL=${CLUSTER_ONQL:-demote}
 
@@ -123,4 +125,55 @@ witness_heal() {
 	local ns=NS_$1
 	ip -n "${!ns}" link set "v${1:0:1}-$PAIR_SID" up
 	ip -n "${!ns}" route replace 192.0.2.250/32 via "192.0.2.$([[ $1 == alpha ]] && echo 201 || echo 205)"
+}
+
+# The sampler talks to both control sockets directly (hakctl under ASan is too slow for 100 ms):
+# one line per round, "TIME ALPHA BETA", 1 for a node that is primary and not frozen.
+sampler_start() {
+	rm -f "$WORK/sampler.stop" "$WORK/samples"
+	python3 - "$WORK" <<'PY' &
+import json, os, socket, sys, time
+work = sys.argv[1]
+def serving(n):
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.settimeout(0.5)
+        s.connect(f"{work}/{n}.ctl")
+        s.sendall(b'{"cmd":"status"}\n')
+        buf = b""
+        while not buf.endswith(b"\n"):
+            c = s.recv(65536)
+            if not c:
+                break
+            buf += c
+        s.close()
+        j = json.loads(buf)
+        return int(j["volumes"][0]["role"] == "primary" and not j["cluster"]["frozen"])
+    except Exception:
+        return 0
+with open(f"{work}/samples", "a") as out:
+    for _ in range(6000):
+        if os.path.exists(f"{work}/sampler.stop"):
+            break
+        out.write(f"{time.time():.3f} {serving('alpha')} {serving('beta')}\n")
+        out.flush()
+        time.sleep(0.1)
+PY
+	SAMPLER_PID=$!
+	track_pid "$SAMPLER_PID"
+}
+
+# sampler_assert MIN_SAMPLES
+sampler_assert() {
+	local n both span
+	touch "$WORK/sampler.stop"
+	wait "$SAMPLER_PID" || true
+	n=$(wc -l <"$WORK/samples")
+	both=$(awk '$2 == 1 && $3 == 1' "$WORK/samples" | wc -l)
+	log "sampler: $n samples, $both with two serving primaries"
+	# one sample per 100 ms over the span the samples cover: it ran through the whole window
+	span=$(awk 'NR == 1 {a = $1} {b = $1} END {printf "%d", (b - a) * 10}' "$WORK/samples")
+	((n >= ${1:-20} && n * 2 >= span)) ||
+		fail "the sampler took only $n samples over $((span / 10)) s"
+	assert_eq "$both" 0 "samples with two serving primaries"
 }

@@ -39,7 +39,7 @@
 # pgc_crash NODE            power loss: SIGKILL to every process of NODE's namespace (hakd,
 #                           nbdfuse, PostgreSQL); the VIP and the loop device go, as with a
 #                           reboot
-# sampler_start / sampler_assert
+# sampler_start / sampler_assert  (cluster.sh)
 #                           every 100 ms, whether each node is primary and not frozen; assert:
 #                           no sample with both (and enough samples)
 # other_node NODE           the other node's name
@@ -436,50 +436,3 @@ pgc_pgbench_stop() {
 	log "pgbench: $PGBENCH_TX transactions committed, $(grep -c '^pgbench (' "$WORK/pgbench.log") runs, $(grep -c 'aborted in command' "$WORK/pgbench.log") clients aborted by the faults"
 }
 
-# The sampler talks to both control sockets directly (hakctl under ASan is too slow for 100 ms):
-# one line per round, "TIME ALPHA BETA", 1 for a node that is primary and not frozen.
-sampler_start() {
-	rm -f "$WORK/sampler.stop" "$WORK/samples"
-	"$PGC_PY" - "$WORK" <<'PY' &
-import json, os, socket, sys, time
-work = sys.argv[1]
-def serving(n):
-    try:
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(0.5)
-        s.connect(f"{work}/{n}.ctl")
-        s.sendall(b'{"cmd":"status"}\n')
-        buf = b""
-        while not buf.endswith(b"\n"):
-            c = s.recv(65536)
-            if not c:
-                break
-            buf += c
-        s.close()
-        j = json.loads(buf)
-        return int(j["volumes"][0]["role"] == "primary" and not j["cluster"]["frozen"])
-    except Exception:
-        return 0
-with open(f"{work}/samples", "a") as out:
-    for _ in range(6000):
-        if os.path.exists(f"{work}/sampler.stop"):
-            break
-        out.write(f"{time.time():.3f} {serving('alpha')} {serving('beta')}\n")
-        out.flush()
-        time.sleep(0.1)
-PY
-	SAMPLER_PID=$!
-	track_pid "$SAMPLER_PID"
-}
-
-# sampler_assert MIN_SAMPLES
-sampler_assert() {
-	local n both
-	touch "$WORK/sampler.stop"
-	wait "$SAMPLER_PID" || true
-	n=$(wc -l <"$WORK/samples")
-	both=$(awk '$2 == 1 && $3 == 1' "$WORK/samples" | wc -l)
-	log "sampler: $n samples, $both with two serving primaries"
-	((n >= ${1:-20})) || fail "the sampler took only $n samples"
-	assert_eq "$both" 0 "samples with two serving primaries"
-}
