@@ -299,10 +299,9 @@ static void group_vip_op(struct group *g, enum op_kind kind, struct res_rt *r)
 	vip_format(&r->vip, addr, sizeof(addr));
 	if (kind == OP_MONITOR) {
 		present = vip_present(rc->interface, &r->vip, err, sizeof(err));
-		snprintf(what, sizeof(what), "%s", present < 0 ? err : present ? "present" : "");
 		if (present == 0)
-			snprintf(what, sizeof(what), "%s is no longer on %s", addr, rc->interface);
-		group_op_done(g, present == 1, what);
+			snprintf(err, sizeof(err), "%s is no longer on %s", addr, rc->interface);
+		group_op_done(g, present == 1, present == 1 ? "present" : err);
 		return;
 	}
 	if (kind == OP_START) {

@@ -610,8 +610,7 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 
 void repl_peer_dead(struct repl *r, const char *why)
 {
-	if (r->connected || r->data || r->meta_s)
-		repl_drop_connection(r, why);
+	repl_drop_connection(r, why); /* nothing to do without a connection */
 }
 
 void repl_drop_connection(struct repl *r, const char *why)
