@@ -16,10 +16,11 @@
  *  1. io_submit() (loop thread) validates and counts it, then queues it without any syscall:
  *     uring: an SQE is prepared right away while fewer than `depth` requests are in the ring
  *     (otherwise it waits on an intrusive backlog FIFO); pool: it joins a loop-local batch.
- *  2. An ev_prepare watcher at EV_MAXPRI runs before the loop sleeps: it hands the pool batch to
- *     the workers under one lock, and calls io_uring_submit once for all prepared SQEs, then
- *     reaps the CQEs that are already there (page-cached reads complete during the submit), so
- *     those requests complete without a trip through epoll.
+ *  2. Before the loop sleeps, an ev_prepare watcher at EV_MAXPRI calls io_uring_submit once for
+ *     all prepared SQEs, then reaps the CQEs that are already there (page-cached reads complete
+ *     during the submit), so those requests complete without a trip through epoll. A second one
+ *     at EV_MINPRI, after the sockets are flushed, hands the pool batch to the workers under one
+ *     lock.
  *  3. Everything else completes asynchronously and is signalled on ONE eventfd: the kernel writes
  *     it when it posts a CQE (io_uring_register_eventfd), a worker writes it when it puts a
  *     finished request on the empty completion list. The ev_io on that eventfd reads it once, then
@@ -130,11 +131,8 @@ static void io_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 
 	(void)loop;
 	(void)revents;
-	io_pool_flush(eng);
-	if (!eng->use_ring) {
-		io_prep_wait_briefly(eng);
+	if (!eng->use_ring)
 		return;
-	}
 	for (int i = 0; i < IO_PREP_ROUNDS; i++) {
 		io_ring_submit(eng);
 		if (!io_ring_reap(eng))
@@ -142,12 +140,28 @@ static void io_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 	}
 	/* Callbacks of the last round may have queued more. */
 	io_ring_submit(eng);
-	io_pool_flush(eng);
-	/* Buffered writes run on the helpers even here (see IO_F_BUFFERED). */
-	io_prep_wait_briefly(eng);
 	/* The eventfd is deliberately left unread. The kernel wrote it when it posted the CQEs
 	 * reaped here, so the poll that follows does not sleep: a caller running the loop until a
 	 * callback has fired (ev_run(EVRUN_ONCE), io_drain) gets control back at once. */
+}
+
+/*
+ * The pool's batch goes to the workers last, after every other prepare watcher has flushed its
+ * sockets. Waking a worker lets it preempt the loop on a busy CPU, and it then runs the whole
+ * batch of writes first: kicked before the sockets, a primary's data reached the peer only after
+ * its own local writes had finished, and a secondary's acks waited the same way, so the two nodes
+ * took turns instead of writing in parallel (sync 4K QD32: the peer's socket held every write in
+ * flight, unread, for the ~0.6 ms the primary spent in pwrite).
+ */
+static void io_pool_prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct io_engine *eng = w->data;
+
+	(void)loop;
+	(void)revents;
+	io_pool_flush(eng);
+	/* Buffered writes run on the helpers even with the ring (see IO_F_BUFFERED). */
+	io_prep_wait_briefly(eng);
 }
 
 static void io_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -170,12 +184,14 @@ static void io_drain_cb(struct ev_loop *loop, ev_timer *w, int revents)
 static void io_engine_free(struct io_engine *eng, int watching)
 {
 	if (watching) {
-		/* Both watchers were unreferenced after start; libev wants the reference back
+		/* The three watchers were unreferenced after start; libev wants the reference back
 		 * before they stop. */
+		ev_ref(eng->loop);
 		ev_ref(eng->loop);
 		ev_ref(eng->loop);
 		ev_io_stop(eng->loop, &eng->efd_w);
 		ev_prepare_stop(eng->loop, &eng->prep_w);
+		ev_prepare_stop(eng->loop, &eng->pool_w);
 		ev_idle_stop(eng->loop, &eng->wake_w);
 		ev_timer_stop(eng->loop, &eng->retry_w);
 		ev_timer_stop(eng->loop, &eng->drain_w);
@@ -195,14 +211,19 @@ static void io_engine_watch(struct io_engine *eng)
 	eng->prep_w.data = eng;
 	/* Flush before other prepare watchers, which may be waiting on the flush's effects. */
 	ev_set_priority(&eng->prep_w, EV_MAXPRI);
+	ev_prepare_init(&eng->pool_w, io_pool_prep_cb);
+	eng->pool_w.data = eng;
+	ev_set_priority(&eng->pool_w, EV_MINPRI);
 	ev_idle_init(&eng->wake_w, io_wake_cb);
 	ev_timer_init(&eng->retry_w, io_retry_cb, IO_RETRY_DELAY, 0.);
 	ev_timer_init(&eng->drain_w, io_drain_cb, 0., 0.);
 	eng->drain_w.data = eng;
 	ev_io_start(eng->loop, &eng->efd_w);
 	ev_prepare_start(eng->loop, &eng->prep_w);
+	ev_prepare_start(eng->loop, &eng->pool_w);
 	/* An idle engine must not keep ev_run() from returning; io_submit takes a reference
 	 * while requests are in flight. */
+	ev_unref(eng->loop);
 	ev_unref(eng->loop);
 	ev_unref(eng->loop);
 }

@@ -58,10 +58,11 @@ struct io_engine {
 	int use_ring; /* 1: uring engine; 0: pool engine */
 	int efd;      /* one eventfd for CQEs and pool completions */
 	ev_io efd_w;
-	ev_prepare prep_w;
-	ev_idle wake_w;   /* keeps the next poll from sleeping after completions in ev_prepare */
-	ev_timer retry_w; /* wakes the loop to retry a transiently failed io_uring_submit */
-	ev_timer drain_w; /* io_drain deadline */
+	ev_prepare prep_w; /* EV_MAXPRI: ring submit and inline reaps */
+	ev_prepare pool_w; /* EV_MINPRI: hands the pool its batch after the sockets */
+	ev_idle wake_w;    /* keeps the next poll from sleeping after completions in ev_prepare */
+	ev_timer retry_w;  /* wakes the loop to retry a transiently failed io_uring_submit */
+	ev_timer drain_w;  /* io_drain deadline */
 	int drain_expired;
 	struct io_stats stats;
 	struct io_pool pool;
