@@ -54,9 +54,12 @@ static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status
 	b[9] = (uint8_t)(status >> 16);
 	b[10] = (uint8_t)(status >> 8);
 	b[11] = (uint8_t)status;
-	tstream_send_small(r->meta_s, type, 0, b,
-	                   type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE
-	                                                                 : WIRE_ID_SIZE);
+	uint32_t len = type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE : WIRE_ID_SIZE;
+	/* An async primary answered its client long ago: its write acks may share packets. */
+	if (type == WIRE_WRITE_ACK && r->mode == MODE_ASYNC)
+		tstream_send_small_lazy(r->meta_s, type, 0, b, len);
+	else
+		tstream_send_small(r->meta_s, type, 0, b, len);
 }
 
 static void barriers_progress(struct repl *r);

@@ -329,6 +329,11 @@ static void handshake_complete(struct repl *r)
 		break;
 	}
 	r->connected = true;
+	if (r->mode == MODE_ASYNC) {
+		/* Nobody waits for async data or its acks: both may leave in batches. */
+		tstream_set_lazy(r->data, ASYNC_DATA_DELAY, ASYNC_DATA_BYTES);
+		tstream_set_lazy(r->meta_s, ASYNC_ACK_DELAY, ASYNC_ACK_BYTES);
+	}
 	r->last_refusal[0] = '\0';
 	r->split_brain = false;
 	repl_log(r, LOG_LVL_NOTICE,

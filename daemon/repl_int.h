@@ -22,6 +22,12 @@
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
 #define BARRIERS_MAX    256u
+/* Async mode: how long data and acks may wait to share a packet (tstream_set_lazy). The data's
+ * delay is RPO the peer lags by; the acks' only holds pend slots and activity-log references. */
+#define ASYNC_DATA_DELAY 0.0005
+#define ASYNC_DATA_BYTES (256u * 1024u)
+#define ASYNC_ACK_DELAY  0.002
+#define ASYNC_ACK_BYTES  4096u
 
 /* A request sent to the peer and not yet acknowledged. */
 struct pend {

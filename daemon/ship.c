@@ -87,7 +87,10 @@ static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io 
 			it->ctx = p;
 		}
 	}
-	tstream_send(r->data, it);
+	if (!p->vio)
+		tstream_send_lazy(r->data, it); /* async: already answered, nobody waits */
+	else
+		tstream_send(r->data, it);
 	return 0;
 }
 

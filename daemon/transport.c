@@ -21,6 +21,11 @@ struct tstream {
 	int fd;
 	ev_io rio, wio;
 	ev_prepare prep;
+	/* Lazy items (tstream_send_lazy) wait for this timer, lazy_bytes queued, or an eager send.
+	 */
+	ev_timer lazy_w;
+	double lazy_delay;
+	size_t lazy_bytes;
 	const struct tstream_ops *ops;
 	void *ctx;
 	struct outq q;
@@ -47,6 +52,7 @@ static void stream_fail(struct tstream *s, const char *why)
 	ev_io_stop(s->loop, &s->rio);
 	ev_io_stop(s->loop, &s->wio);
 	ev_prepare_stop(s->loop, &s->prep);
+	ev_timer_stop(s->loop, &s->lazy_w);
 	s->in_cb++;
 	s->ops->error(s->ctx, s, why);
 	s->in_cb--;
@@ -60,6 +66,7 @@ static void stream_free(struct tstream *s)
 	ev_io_stop(s->loop, &s->rio);
 	ev_io_stop(s->loop, &s->wio);
 	ev_prepare_stop(s->loop, &s->prep);
+	ev_timer_stop(s->loop, &s->lazy_w);
 	outq_drop(&s->q, ECANCELED);
 	if (s->fd >= 0)
 		close(s->fd);
@@ -87,6 +94,7 @@ void tstream_close(struct tstream *s)
 		ev_io_stop(s->loop, &s->rio);
 		ev_io_stop(s->loop, &s->wio);
 		ev_prepare_stop(s->loop, &s->prep);
+		ev_timer_stop(s->loop, &s->lazy_w);
 		outq_drop(&s->q, ECANCELED);
 		return;
 	}
@@ -95,6 +103,8 @@ void tstream_close(struct tstream *s)
 
 static void stream_flush(struct tstream *s)
 {
+	/* Everything queued goes now, lazy items included. */
+	ev_timer_stop(s->loop, &s->lazy_w);
 	int rc = outq_flush(&s->q, s->fd);
 	if (rc < 0) {
 		char why[128];
@@ -110,6 +120,13 @@ static void stream_flush(struct tstream *s)
 }
 
 static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+static void lazy_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
@@ -236,7 +253,8 @@ int tstream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, 
 	ev_io_init(&s->rio, read_cb, fd, EV_READ);
 	ev_io_init(&s->wio, write_cb, fd, EV_WRITE);
 	ev_prepare_init(&s->prep, prep_cb);
-	s->rio.data = s->wio.data = s->prep.data = s;
+	ev_timer_init(&s->lazy_w, lazy_cb, 0., 0.);
+	s->rio.data = s->wio.data = s->prep.data = s->lazy_w.data = s;
 	ev_io_start(loop, &s->rio);
 	*out = s;
 	return 0;
@@ -254,20 +272,65 @@ void tstream_send(struct tstream *s, struct outq_item *it)
 		ev_prepare_start(s->loop, &s->prep);
 }
 
-int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
-                       uint32_t len)
+void tstream_set_lazy(struct tstream *s, double delay, size_t bytes)
+{
+	s->lazy_delay = delay;
+	s->lazy_bytes = bytes;
+}
+
+void tstream_send_lazy(struct tstream *s, struct outq_item *it)
+{
+	if (s->dead || s->lazy_delay <= 0) {
+		tstream_send(s, it);
+		return;
+	}
+	outq_push(&s->q, it);
+	/* Already due to go: with the next flush, or when the socket takes more. */
+	if (ev_is_active(&s->wio) || ev_is_active(&s->prep))
+		return;
+	if (s->q.bytes >= s->lazy_bytes) {
+		ev_prepare_start(s->loop, &s->prep);
+		return;
+	}
+	if (!ev_is_active(&s->lazy_w)) {
+		ev_timer_set(&s->lazy_w, s->lazy_delay, 0.);
+		ev_timer_start(s->loop, &s->lazy_w);
+	}
+}
+
+static struct outq_item *small_item(uint16_t type, uint16_t flags, const void *payload,
+                                    uint32_t len)
 {
 	struct outq_item *it = calloc(1, sizeof(*it));
 	if (!it || len > sizeof(it->hdr) - WIRE_HDR_SIZE) {
 		free(it);
 		errno = ENOMEM;
-		return -1;
+		return NULL;
 	}
 	wire_hdr_encode(it->hdr, type, flags, len);
 	if (len)
 		memcpy(it->hdr + WIRE_HDR_SIZE, payload, len);
 	it->hdr_len = WIRE_HDR_SIZE + len;
 	it->sent = outq_free_item;
+	return it;
+}
+
+int tstream_send_small_lazy(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
+                            uint32_t len)
+{
+	struct outq_item *it = small_item(type, flags, payload, len);
+	if (!it)
+		return -1;
+	tstream_send_lazy(s, it);
+	return 0;
+}
+
+int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
+                       uint32_t len)
+{
+	struct outq_item *it = small_item(type, flags, payload, len);
+	if (!it)
+		return -1;
 	tstream_send(s, it);
 	return 0;
 }

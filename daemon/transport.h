@@ -33,6 +33,18 @@ void tstream_send(struct tstream *s, struct outq_item *it);
  * freed by the stream. -1 with errno=ENOMEM. */
 int tstream_send_small(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
                        uint32_t len);
+/*
+ * Coalescing for traffic nobody waits on (async mode's data and acks): an item queued with
+ * tstream_send_lazy may wait up to `delay` seconds, until `bytes` are queued, or until the next
+ * tstream_send, so a stream of small frames leaves as a few large packets. Every packet crossing
+ * between two machines costs an interrupt, a softirq and a wake-up on each side, which at one
+ * frame per packet cost more CPU than the writes themselves. A delay of 0 (the default) makes
+ * lazy sends ordinary ones.
+ */
+void tstream_set_lazy(struct tstream *s, double delay, size_t bytes);
+void tstream_send_lazy(struct tstream *s, struct outq_item *it);
+int tstream_send_small_lazy(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
+                            uint32_t len);
 size_t tstream_queued(const struct tstream *s);
 /* Stop or resume reading (backpressure). */
 void tstream_pause(struct tstream *s, bool paused);
