@@ -59,6 +59,15 @@ static int enum_io_kind(const char *s, void *field)
 	return io_kind_parse(s, field);
 }
 
+static int enum_sched_policy(const char *s, void *field)
+{
+	int v = strcmp(s, "batch") == 0 ? 1 : strcmp(s, "normal") == 0 ? 0 : -1;
+	if (v < 0)
+		return -1;
+	memcpy(field, &v, sizeof(v));
+	return 0;
+}
+
 static int enum_io_error(const char *s, void *field)
 {
 	static const char *const names[] = {"detach", "pass-on"};
@@ -191,6 +200,8 @@ static const struct conf_key global_keys[] = {
      .doc = "the directory of hakd's state files"},
     {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
      .doc = "whether hakctl drill may crash this node's hakd and services (default no)"},
+    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), enum_sched_policy, "batch, normal",
+     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))"},
 };
 
 static const struct conf_key node_keys[] = {
@@ -1028,6 +1039,7 @@ struct hak_config *config_new_default(void)
 	}
 	cfg->log_level = LOG_LVL_INFO;
 	cfg->io_engine = IO_KIND_AUTO;
+	cfg->sched_batch = 1;
 	cfg->io_depth = HAK_DEFAULT_IO_DEPTH;
 	cfg->max_clients = HAK_DEFAULT_MAX_CLIENTS;
 	cfg->cluster.cluster_id = HAK_DEFAULT_CLUSTER_ID;

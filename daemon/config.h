@@ -168,6 +168,7 @@ struct hak_config {
 	char *node_name;            /* global "node": which node this is; NULL = by hostname */
 	char *state_dir;            /* global "state-dir" (default /var/lib/hak) */
 	int allow_drills;           /* global "allow-drills": hakctl drill may kill (default no) */
+	int sched_batch;            /* global "sched-policy" batch (1, default) or normal (0) */
 	struct hak_node_cfg *nodes; /* none (standalone volumes) or exactly two */
 	size_t n_nodes;
 	struct hak_volume_cfg *volumes;

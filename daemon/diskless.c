@@ -15,6 +15,7 @@
 #include "config.h"
 #include "events.h"
 #include "log.h"
+#include "proc.h"
 #include "repl_int.h"
 #include "volume.h"
 
@@ -121,7 +122,10 @@ void diskless_hook_run(const struct hak_volume_cfg *vc, const char *op, int err,
 	                (char *)policy,          NULL};
 	char *envp[] = {e_vol, e_err, e_op, e_pol, e_path, NULL};
 	pid_t pid;
-	int rc = posix_spawn(&pid, vc->local_io_error_hook, NULL, NULL, argv, envp);
+	posix_spawnattr_t at;
+	proc_spawnattr_init(&at);
+	int rc = posix_spawn(&pid, vc->local_io_error_hook, NULL, &at, argv, envp);
+	posix_spawnattr_destroy(&at);
 	if (rc != 0) {
 		log_vol(LOG_LVL_ERR, vc->name, NULL, "Cannot run the local-io-error hook %s: %s.",
 		        vc->local_io_error_hook, strerror(rc));

@@ -28,6 +28,7 @@
 #include "events.h"
 #include "log.h"
 #include "nbd_proto.h"
+#include "proc.h"
 
 static const char *const verdict_names[HB_VERDICT_COUNT] = {
     "ok",        "bad-size",        "bad-magic", "bad-version", "bad-mac",
@@ -464,6 +465,9 @@ static void *hb_thread(void *arg)
 {
 	struct hb *hb = arg;
 
+	/* Heartbeats must not wait behind a busy CPU's time slice (hakd's I/O threads are
+	 * SCHED_BATCH by default); deadtimes are long enough that failing to set it is harmless. */
+	(void)proc_sched_batch(false);
 	send_all(hb); /* the peer need not wait an interval to hear us */
 	ev_run(hb->loop, 0);
 	return NULL;

@@ -27,6 +27,7 @@
 #include "io.h"
 #include "log.h"
 #include "nbd.h"
+#include "proc.h"
 #include "repl.h"
 #include "volume.h"
 #include "witness.h"
@@ -695,6 +696,12 @@ int main(int argc, char **argv)
 		log_open_syslog("hakd");
 	log_set_level(d.cfg->log_level);
 	process_setup();
+	/* Before any thread starts: the I/O threads inherit it (see sched-policy in hak.conf(5)).
+	 */
+	if (proc_sched_batch(d.cfg->sched_batch) < 0)
+		log_warn(
+		    "Cannot set the %s CPU scheduling policy: %s; continuing with the current one.",
+		    d.cfg->sched_batch ? "batch" : "normal", strerror(errno));
 	testhook_init();
 	if (a.pidfile && write_pidfile(a.pidfile) < 0) {
 		log_err("Cannot write pid file %s: %s.", a.pidfile, strerror(errno));

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -157,6 +158,30 @@ static int proc_env(char *const extra[], char **envp, size_t max)
 	return 0;
 }
 
+int proc_sched_batch(bool batch)
+{
+	struct sched_param sp = {.sched_priority = 0};
+	/* pid 0 is the calling thread on Linux, not the whole process. */
+	return sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &sp) < 0 ? -1 : 0;
+}
+
+void proc_spawnattr_init(posix_spawnattr_t *at)
+{
+	struct sched_param sp = {.sched_priority = 0};
+	posix_spawnattr_init(at);
+	/* A database started from a SCHED_BATCH thread would inherit the policy. */
+	posix_spawnattr_setschedpolicy(at, SCHED_OTHER);
+	posix_spawnattr_setschedparam(at, &sp);
+	posix_spawnattr_setflags(at, POSIX_SPAWN_SETSCHEDULER);
+}
+
+void proc_spawnattr_flags(posix_spawnattr_t *at, short flags)
+{
+	short old = 0;
+	posix_spawnattr_getflags(at, &old);
+	posix_spawnattr_setflags(at, (short)(old | flags));
+}
+
 static int proc_spawn(char *const argv[], char *const env[], int out_w, pid_t *pid)
 {
 	posix_spawn_file_actions_t fa;
@@ -166,7 +191,7 @@ static int proc_spawn(char *const argv[], char *const env[], int out_w, pid_t *p
 	int r;
 
 	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&at);
+	proc_spawnattr_init(&at);
 	sigemptyset(&none);
 	sigfillset(&all);
 	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -177,8 +202,8 @@ static int proc_spawn(char *const argv[], char *const env[], int out_w, pid_t *p
 	posix_spawnattr_setpgroup(&at, 0);
 	posix_spawnattr_setsigmask(&at, &none);
 	posix_spawnattr_setsigdefault(&at, &all);
-	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-	                                  POSIX_SPAWN_SETSIGDEF);
+	proc_spawnattr_flags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+	                              POSIX_SPAWN_SETSIGDEF);
 	proc_env(env, envp, PROC_ENV_MAX);
 	r = posix_spawnp(pid, argv[0], &fa, &at, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);

@@ -8,6 +8,7 @@
 #ifndef HAK_PROC_H
 #define HAK_PROC_H
 
+#include <spawn.h>
 #include <stdbool.h>
 
 struct ev_loop;
@@ -37,6 +38,16 @@ int proc_run(struct ev_loop *loop, char *const argv[], char *const env[], double
 void proc_cancel(struct proc *p);
 /* "exit status 3", "killed by signal 9", "timed out after 5.0 s": for messages. */
 void proc_describe(const struct proc_result *res, double timeout, char *buf, unsigned len);
+/*
+ * The calling thread's CPU policy: SCHED_BATCH when batch (hakd's I/O threads, global
+ * sched-policy), SCHED_OTHER otherwise. 0, or -1 with errno.
+ */
+int proc_sched_batch(bool batch);
+/* Spawn attributes that give a child the normal CPU policy, whatever the spawning thread has:
+ * posix_spawnattr_init plus POSIX_SPAWN_SETSCHEDULER; the caller may add flags with
+ * proc_spawnattr_flags. */
+void proc_spawnattr_init(posix_spawnattr_t *at);
+void proc_spawnattr_flags(posix_spawnattr_t *at, short flags);
 /* Runs a shell command line: /bin/sh -c CMD. */
 int proc_run_shell(struct ev_loop *loop, const char *cmd, char *const env[], double timeout,
                    proc_done_fn done, void *ctx, struct proc **out);

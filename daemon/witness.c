@@ -25,6 +25,7 @@
 #include "events.h"
 #include "log.h"
 #include "nbd_proto.h"
+#include "proc.h"
 
 #define WIT_SEND_RING 64u /* requests whose send time the client remembers */
 
@@ -460,6 +461,7 @@ static void *client_thread(void *arg)
 {
 	struct wit_client *c = arg;
 
+	(void)proc_sched_batch(false); /* like the heartbeat thread */
 	ev_run(c->loop, 0);
 	return NULL;
 }

@@ -47,6 +47,7 @@ START_TEST(test_example_file)
 	ck_assert_str_eq(cfg->control_socket, "/run/hak/hakd.sock");
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_INFO);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_AUTO);
+	ck_assert_int_eq(cfg->sched_batch, 1);
 	ck_assert_uint_eq(cfg->io_depth, 256);
 	ck_assert_uint_eq(cfg->max_clients, 64);
 	ck_assert_uint_eq(cfg->n_volumes, 1);
@@ -93,6 +94,7 @@ START_TEST(test_all_keys)
 	                   "  control-socket /tmp/ctl.sock   # trailing comment\n"
 	                   "  log-level debug\n"
 	                   "  io-engine pool\n"
+	                   "  sched-policy normal\n"
 	                   "  io-depth 4096\n"
 	                   "  max-clients 1\n"
 	                   "}\n"
@@ -123,12 +125,13 @@ START_TEST(test_all_keys)
 	ck_assert_str_eq(cfg->control_socket, "/tmp/ctl.sock");
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_DEBUG);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_POOL);
+	ck_assert_int_eq(cfg->sched_batch, 0);
 	ck_assert_uint_eq(cfg->io_depth, 4096);
 	ck_assert_uint_eq(cfg->max_clients, 1);
 	ck_assert_uint_eq(cfg->n_volumes, 2);
 	a = &cfg->volumes[0];
 	ck_assert_str_eq(a->name, "web.1_a-b");
-	ck_assert_uint_eq(a->line, 10);
+	ck_assert_uint_eq(a->line, 11);
 	ck_assert_str_eq(a->backing, "/srv/disk with space.img");
 	ck_assert_str_eq(a->nbd_socket, "/run/w.nbd");
 	ck_assert_str_eq(a->nbd_listen, "[::1]:10809");
@@ -139,7 +142,7 @@ START_TEST(test_all_keys)
 	ck_assert_uint_eq(a->max_payload, 64u << 20);
 	b = config_find_volume(cfg, "v2");
 	ck_assert_ptr_eq(b, &cfg->volumes[1]);
-	ck_assert_uint_eq(b->line, 20);
+	ck_assert_uint_eq(b->line, 21);
 	ck_assert_str_eq(b->nbd_listen, "192.168.1.10:1");
 	ck_assert_ptr_null(b->description);
 	ck_assert_int_eq(b->read_only, 0);
@@ -175,6 +178,7 @@ START_TEST(test_defaults)
 	ck_assert_str_eq(cfg->control_socket, HAK_DEFAULT_CONTROL_SOCKET);
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_INFO);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_AUTO);
+	ck_assert_int_eq(cfg->sched_batch, 1);
 	ck_assert_uint_eq(cfg->io_depth, HAK_DEFAULT_IO_DEPTH);
 	ck_assert_uint_eq(cfg->max_clients, HAK_DEFAULT_MAX_CLIENTS);
 	ck_assert_uint_eq(cfg->n_volumes, 1);
@@ -572,6 +576,8 @@ static const struct bad_case bad_cases[] = {
     {"global {\n\tlog-level loud\n}\n", 2, 12,
      "Bad log-level 'loud'; choose one of err, warn, notice, info, debug"},
     {"global {\n\tio-engine epoll\n}\n", 2, 12, "choose one of auto, uring, pool"},
+    {"global {\n\tsched-policy fifo\n}\n", 2, 15,
+     "Bad sched-policy 'fifo'; choose one of batch, normal"},
     {"global {\n\tio-depth 7\n}\n", 2, 11, "io-depth 7 is out of range; use 8 to 4096"},
     {"global {\n\tio-depth 4097\n}\n", 2, 11, "out of range; use 8 to 4096"},
     {"global {\n\tio-depth 1K\n}\n", 2, 11, "Bad number '1K' for io-depth"},
@@ -1082,6 +1088,7 @@ START_TEST(test_api)
 	ck_assert_str_eq(cfg->control_socket, HAK_DEFAULT_CONTROL_SOCKET);
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_INFO);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_AUTO);
+	ck_assert_int_eq(cfg->sched_batch, 1);
 	ck_assert_uint_eq(cfg->io_depth, 256);
 	ck_assert_uint_eq(cfg->max_clients, 64);
 	ck_assert_uint_eq(cfg->n_volumes, 0);
