@@ -247,6 +247,12 @@ standalone_start() {
 		die "standalone hakd did not come up"
 }
 
+# net_packets: packets alpha's veth sent and received so far ("tx rx").
+net_packets() {
+	ip netns exec "$NS_alpha" cat "/sys/class/net/rba-$SID/statistics/tx_packets" \
+		"/sys/class/net/rba-$SID/statistics/rx_packets" | paste -sd' '
+}
+
 # proc_cpu_ticks PID: utime + stime (fields 14 and 15; the command name may contain spaces).
 proc_cpu_ticks() {
 	local s
@@ -294,9 +300,23 @@ RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
 CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=()
 
+# drop_cache FILE...: write back and evict FILEs' page cache. A sequential prefill leaves large
+# folios, and on kernels with ext4 large folios (6.16+) every 4 KiB buffered write into one walks
+# all its buffer heads (~14 us per write for a 2 MiB folio here): a cost of the page cache's
+# history, not of hakd, which would differ between configurations run one after another.
+drop_cache() {
+	"$PYTHON" -c 'import os, sys
+for f in sys.argv[1:]:
+    fd = os.open(f, os.O_RDWR)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)' "$@"
+}
+
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1
+	drop_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
 	else
@@ -314,6 +334,7 @@ run_config() {
 			t0s=$(proc_cpu_ticks "$bs")
 			w0=$(hk alpha status --json | jq '.volumes[0].requests.write')
 		fi
+		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
 		res=$(run_fio "$cfg" "$name" "$args")
 		IOPS["$cfg $name"]+="${res% *} "
 		LAT["$cfg $name"]+="${res#* } "
@@ -325,6 +346,12 @@ run_config() {
 				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
 		fi
 		echo "bench: $name $cfg: ${res% *} IOPS, mean latency ${res#* } us" >&2
+		if [[ $cfg != standalone ]]; then
+			# Packets per write on the replication link: each one costs the primary's CPU.
+			read -r tx1 rx1 < <(net_packets)
+			echo "bench: $name $cfg: alpha sent $((tx1 - tx0)) and received $((rx1 - rx0))" \
+				"packets (fio ramp included)" >&2
+		fi
 	done
 	if [[ $cfg == standalone ]]; then
 		stop_proc standalone
@@ -437,6 +464,8 @@ n=$(grep -c 'async send buffer is full' "$DIR/alpha.log" || true)
 ((n == 0)) || echo "bench: the async send buffer overflowed $n times (see alpha.log)" >&2
 for w in "${WORKLOADS[@]}"; do
 	name=${w%%|*}
+	# Without a standalone run (MODES="sync", say) there is nothing to compare against.
+	[[ -n ${IOPS["standalone $name"]:-} ]] || continue
 	# shellcheck disable=SC2086
 	sa=$(median %d ${IOPS["standalone $name"]})
 	for m in async memsync sync; do
