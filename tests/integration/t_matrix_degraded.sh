@@ -138,5 +138,5 @@ vst=$(hk alpha status --json | jq -c '.volumes[0].replication.verify')
 assert_eq "$(jq -r .differing_blocks <<<"$vst")" 0 "blocks that differ at the end"
 log "last verify, load stopped: $vst"
 ((PGBENCH_TX > 0)) || fail "pgbench did no transaction"
-sampler_assert 200
+sampler_assert 100
 log "PASS"

@@ -99,5 +99,5 @@ assert_eq "$(role alpha)" primary "alpha's role at the end"
 pgc_vip_on alpha
 pgc_assert_rows
 ((PGBENCH_TX > 0)) || fail "pgbench did no transaction"
-sampler_assert 100
+sampler_assert 50
 log "PASS"
