@@ -160,20 +160,30 @@ with open(f"{work}/samples", "a") as out:
         time.sleep(0.1)
 PY
 	SAMPLER_PID=$!
+	SAMPLER_T0=$(date +%s.%N)
 	track_pid "$SAMPLER_PID"
 }
 
-# sampler_assert MIN_SAMPLES
+# sampler_assert MIN_SAMPLES: the samples must cover the whole scenario, from sampler_start to
+# here (first and last sample within 3 s of either end, one sample per 200 ms of it at least), so
+# a sampler that stalled or died early fails; MIN_SAMPLES is only a floor on top of that.
 sampler_assert() {
-	local n both span
+	local n both t1 cover ok w head tail
+	t1=$(date +%s.%N)
 	touch "$WORK/sampler.stop"
 	wait "$SAMPLER_PID" || true
 	n=$(wc -l <"$WORK/samples")
 	both=$(awk '$2 == 1 && $3 == 1' "$WORK/samples" | wc -l)
 	log "sampler: $n samples, $both with two serving primaries"
-	# one sample per 100 ms over the span the samples cover: it ran through the whole window
-	span=$(awk 'NR == 1 {a = $1} {b = $1} END {printf "%d", (b - a) * 10}' "$WORK/samples")
-	((n >= ${1:-20} && n * 2 >= span)) ||
-		fail "the sampler took only $n samples over $((span / 10)) s"
+	cover=$(awk -v t0="$SAMPLER_T0" -v t1="$t1" -v n="$n" -v min="${1:-20}" '
+		NR == 1 {a = $1} {b = $1}
+		END {
+			w = t1 - t0
+			ok = NR >= min && n * 2 >= w * 10 && a - t0 <= 3 && t1 - b <= 3
+			printf "%d %.1f %.1f %.1f", ok, w, a - t0, t1 - b
+		}' "$WORK/samples")
+	read -r ok w head tail <<<"$cover"
+	((ok)) || fail "the sampler took $n samples (at least ${1:-20} wanted) over a ${w} s" \
+		"scenario, the first ${head} s after the start and the last ${tail} s before the end"
 	assert_eq "$both" 0 "samples with two serving primaries"
 }
