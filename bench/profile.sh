@@ -38,25 +38,28 @@ grep -q 'load average before' "$OUT/bench.log" || {
 	exit 1
 }
 sleep 4
-pid=
+# The primary is the hakd serving alpha.img of this bench's scratch directory (named in its log).
+dir=$(sed -n 's/.* files on \([^,]*\),.*/\1/p' "$OUT/bench.log")
 if [[ $MODE == standalone ]]; then
-	pid=$(pgrep -n -x hakd -P "$(pgrep -n -f "$REPO/bench/replication.sh")" || true)
+	pid=$(pgrep -n -f -- "--export $dir/alpha.img" || true)
 else
-	ns=$(sed -n 's/.*namespaces \(hakrb-a-[0-9a-f]*\) .*/\1/p' "$OUT/bench.log")
-	[[ -n $ns ]] && pid=$(ip netns pids "$ns" | head -1)
+	pid=$(pgrep -n -f -- "--config $dir/alpha.conf" || true)
 fi
 ev=
 for s in sendmsg write read pwritev2 futex epoll_wait io_uring_enter; do
 	ev+="syscalls:sys_enter_$s,"
 done
-if [[ -n $pid ]]; then
+if [[ -n $dir && -n $pid ]]; then
 	perf stat -e "${ev%,}" -p "$pid" -o "$OUT/syscalls.txt" -- sleep 1 >/dev/null 2>&1 || true
 fi
 perf record -a -g -F 1999 -o "$OUT/perf.data" -- sleep "$SECONDS_REC" >/dev/null 2>&1
 wait "$bench" || true
 trap - EXIT
 grep -E 'IOPS' "$OUT/bench.log" || true
-[[ -s $OUT/syscalls.txt ]] && awk '$1 ~ /^[0-9,]+$/ {print "syscalls/s of the primary:", $1, $2}' \
-	"$OUT/syscalls.txt"
+if [[ -s $OUT/syscalls.txt ]]; then
+	awk '$1 ~ /^[0-9,]+$/ {print "syscalls/s of the primary:", $1, $2}' "$OUT/syscalls.txt"
+else
+	echo "profile.sh: the primary's hakd was not found in $dir; no syscall counts." >&2
+fi
 perf report -i "$OUT/perf.data" --no-children --sort cpu,comm -q -g none 2>/dev/null | head -15
 echo "profile.sh: perf data in $OUT/perf.data"

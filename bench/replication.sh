@@ -373,6 +373,7 @@ run_config() {
 # --force). MiB/s from the promotion to beta UpToDate, polled every 100 ms; appended to RS_MBPS.
 run_resync() {
 	local t0 t1 rsb
+	warm_cache
 	pair_start sync ""
 	t0=$(date +%s.%N)
 	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
@@ -434,6 +435,7 @@ EOF
 # run_tcp: the same amount of data over the same veth, pinned the same way; appended to TCP_MBPS.
 run_tcp() {
 	local v
+	warm_cache
 	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" "$PYTHON" "$DIR/tcpcopy.py" recv 9999 \
 		</dev/null >>"$DIR/tcp.log" 2>&1 &
 	PIDS[tcprecv]=$!
@@ -455,14 +457,10 @@ for ((r = 0; r < RUNS; r++)); do
 	if ((RESYNC == 0)); then
 		continue
 	elif ((r % 2)); then
-		warm_cache
 		run_tcp
-		warm_cache
 		run_resync
 	else
-		warm_cache
 		run_resync
-		warm_cache
 		run_tcp
 	fi
 	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s, TCP copy ${TCP_MBPS[-1]} MiB/s;" \
