@@ -276,9 +276,17 @@ static void barrier_flushed(struct io_req *req)
 	 * and barriers[0] (if any) is one of a new connection that this flush does not cover. */
 	if (stale)
 		return;
-	if (res < 0)
-		repl_log(r, LOG_LVL_ERR, "Flushing for barrier %llu failed: %s.",
+	if (res < 0) {
+		/* Acknowledging would tell the primary that the writes before the barrier are on
+		 * this disk. Without the ack, the lost connection puts them into its bitmap. */
+		char why[200];
+		snprintf(why, sizeof(why),
+		         "flushing the disk for barrier %llu failed (%s), so the writes before it "
+		         "may not be stable",
 		         (unsigned long long)b->id, strerror((int)-res));
+		repl_drop_connection(r, why);
+		return;
+	}
 	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
 	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
 	r->nbarriers--;

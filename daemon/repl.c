@@ -660,6 +660,7 @@ void repl_drop_connection(struct repl *r, const char *why)
 	resync_stop(r);
 	verify_stop(r);
 	diskless_conn_lost(r);
+	ship_unstable_lost(r);
 	if (r->role == ROLE_PRIMARY) {
 		ship_fail_all(r);
 		ship_wait_pump(r);
@@ -1139,7 +1140,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
 	r->next_id = 1;
-	if (verify_create(r) < 0) {
+	if (tlog_init(&r->tl, TLOG_SLOTS) < 0 || verify_create(r) < 0) {
 		snprintf(err, errlen, "Out of memory.");
 		goto fail;
 	}
@@ -1182,6 +1183,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
 	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
 	r->rs_timer.data = r;
+	ev_timer_init(&r->epoch_timer, ship_epoch_timer_cb, EPOCH_MAX_AGE, 0.);
+	r->epoch_timer.data = r;
 	rsctl_init(&r->rsctl, p->vcfg->resync_rate_max, p->vcfg->resync_rate_min,
 	           p->vcfg->resync_fill);
 	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
@@ -1207,6 +1210,7 @@ fail:
 	if (r->lfd >= 0)
 		close(r->lfd);
 	verify_destroy(r);
+	tlog_destroy(&r->tl);
 	free(r);
 	return -1;
 }
@@ -1226,6 +1230,7 @@ void repl_shutdown(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->flush_timer);
 	splitbrain_shutdown(r);
 	ev_timer_stop(r->p.loop, &r->rs_timer);
+	ev_timer_stop(r->p.loop, &r->epoch_timer);
 	if (r->lfd >= 0) {
 		ev_io_stop(r->p.loop, &r->lio);
 		close(r->lfd);
@@ -1248,6 +1253,7 @@ void repl_destroy(struct repl *r)
 	al_io_close(r->alio);
 	meta_close(r->meta);
 	verify_destroy(r);
+	tlog_destroy(&r->tl);
 	bitmap_free(r->bm);
 	free(r);
 }

@@ -13,6 +13,7 @@
 #include "meta.h"
 #include "repl.h"
 #include "rsctl.h"
+#include "tlog.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -22,6 +23,17 @@
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
 #define BARRIERS_MAX    256u
+/* The transfer log (tlog.h): ranges the peer acknowledged but has not yet flushed. Writes wait
+ * once it holds TLOG_WRITE_LIMIT entries; the rest is kept for the resync runs in flight, of
+ * which there are at most RS_WINDOW / 4 KiB (the smallest bitmap block). */
+#define TLOG_SLOTS       65536u
+#define TLOG_WRITE_LIMIT (TLOG_SLOTS - RS_WINDOW / 4096u - 64u)
+/* An epoch (the writes between two barriers) closes with a barrier of its own after
+ * max-epoch-size writes, EPOCH_MAX_BYTES bytes or EPOCH_MAX_AGE seconds, so what a peer that
+ * loses power may lose stays small; at most AUTO_BARRIERS_MAX of these go unanswered. */
+#define EPOCH_MAX_BYTES   (8u << 20)
+#define EPOCH_MAX_AGE     0.1
+#define AUTO_BARRIERS_MAX 32u
 /* Async mode: how long data and acks may wait to share a packet (tstream_set_lazy). The data's
  * delay is RPO the peer lags by; the acks' only holds pend slots and activity-log references. */
 #define ASYNC_DATA_DELAY 0.0005
@@ -34,12 +46,14 @@ struct pend {
 	uint64_t id;
 	bool used;
 	bool write_acked;
-	uint16_t type; /* WIRE_DATA / TRIM / ZERO / BARRIER */
+	bool auto_barrier; /* sent by ship_epoch_close, not for a client's flush */
+	uint16_t type;     /* WIRE_DATA / TRIM / ZERO / BARRIER */
 	uint64_t off;
 	uint32_t len;
 	struct vol_io *vio; /* NULL once completed (async) */
 	uint8_t *copy;      /* async payload copy, until sent */
 	double sent_at;
+	uint64_t tl_seq; /* a barrier: the transfer log entries it covers (tlog_barrier) */
 };
 
 /* Secondary: one write (application or resync) being applied. */
@@ -78,7 +92,8 @@ struct rs_op {
 	uint32_t len;
 	int stage;
 	bool hole;
-	bool orphan; /* the connection went away while reading */
+	bool orphan;   /* the connection went away while reading */
+	bool unlogged; /* the transfer log was full: its RS_ACK leaves the bits set */
 	uint8_t *buf;
 	uint8_t *hashes; /* checksum resync: the target's hashes of the run */
 	struct io_extent map[1];
@@ -175,6 +190,9 @@ struct repl {
 	 * older overlapping write still in flight (so both copies apply the two in one order). */
 	struct vol_io *deferred, *deferred_tail;
 	uint64_t async_bytes;
+	struct tlog tl;         /* acknowledged, not yet flushed by the peer (tlog.h) */
+	ev_timer epoch_timer;   /* closes an epoch that got old (EPOCH_MAX_AGE) */
+	unsigned auto_barriers; /* sent by ship_epoch_close, not yet answered */
 	double ack_latency;
 	double ping_rtt;
 	double ping_sent;
@@ -255,6 +273,12 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status);
 void ship_fail_all(struct repl *r);
 /* Requests that waited for a free slot may take one now. */
 void ship_wait_pump(struct repl *r);
+/* A range goes to the peer on the data stream now: keep it until a barrier covers it. 0, or -1
+ * when the transfer log is full. */
+int ship_log_range(struct repl *r, uint64_t off, uint64_t len);
+/* The peer is gone: whatever it may not have flushed goes into the bitmap. */
+void ship_unstable_lost(struct repl *r);
+void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 /* The activity log let a held write go (err 0) or failed it. */
 void ship_al_resume(void *ctx, struct vol_io *vio, int err);
 void repl_send_state(struct repl *r);

@@ -8,6 +8,13 @@
  * Invariant (DESIGN.md, write path step 5): a block the peer may not have is always either in
  * flight with an ack still to come (a pend slot) or set in the bitmap. On disconnect every slot
  * that has no WRITE_ACK goes into the bitmap before its request completes (ship_fail_all).
+ *
+ * A WRITE_ACK is not the end of it: the peer wrote through its page cache, and a power cut there
+ * loses what its disk was not told to flush. So every range sent stays in the transfer log
+ * (tlog.h) until a barrier sent after it is acknowledged (the peer flushed), and a lost
+ * connection puts what is still there into the bitmap too (ship_unstable_lost). Epochs close
+ * with a barrier of their own (ship_epoch_close) so the log stays short even when the client
+ * never flushes; DRBD does the same with max-epoch-size and its transfer log.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +41,9 @@ static bool replicating(const struct repl *r)
 {
 	return r->connected && r->peer_disk != DISK_DISKLESS;
 }
+
+static void ship_epoch_close(struct repl *r);
+static void pend_release(struct repl *r, struct pend *p);
 
 static void async_copy_sent(struct outq_item *it, int err)
 {
@@ -105,6 +115,11 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	                                 [VOL_FLUSH] = WIRE_BARRIER};
 	if (p->used)
 		return false;
+	if (vio->op != VOL_FLUSH && tlog_used(&r->tl) >= TLOG_WRITE_LIMIT) {
+		/* Wait for the peer to flush what it has (ship_ack runs the waiters again). */
+		ship_epoch_close(r);
+		return false;
+	}
 	memset(p, 0, sizeof(*p));
 	p->id = id;
 	p->used = true;
@@ -134,14 +149,100 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 		p->vio = vio;
 		vio->peer_wait = true;
 	}
+	if (p->type == WIRE_BARRIER)
+		p->tl_seq = tlog_barrier(&r->tl);
 	if ((p->type == WIRE_DATA && local_copy && !p->copy) || pend_send(r, p, id, vio) < 0) {
 		/* Out of memory: the bitmap remembers the block; the request must not wait. */
 		if (p->type != WIRE_BARRIER)
 			bitmap_set_range(r->bm, p->off, p->len);
 		p->vio = NULL;
 		vio->peer_wait = false;
+	} else if (p->type != WIRE_BARRIER && !(vio->flags & VOL_F_FUA) && !vio->remote_only) {
+		/* A FUA write is on the peer's disk when acknowledged; a diskless primary's writes
+		 * exist only on the peer, so no bitmap here could bring them back. */
+		ship_log_range(r, p->off, p->len);
 	}
 	return true;
+}
+
+/* Send a barrier of our own that ends the open epoch, if it has writes and a slot is free;
+ * otherwise a later ack or the epoch timer tries again. */
+static void ship_epoch_close(struct repl *r)
+{
+	uint64_t id = r->next_id;
+	struct pend *p = &r->pend[id % PEND_SLOTS];
+	if (r->tl.epoch_writes == 0 || !replicating(r) || p->used ||
+	    r->auto_barriers >= AUTO_BARRIERS_MAX)
+		return;
+	memset(p, 0, sizeof(*p));
+	p->id = id;
+	p->used = true;
+	p->auto_barrier = true;
+	p->type = WIRE_BARRIER;
+	p->sent_at = ev_now(r->p.loop);
+	p->tl_seq = tlog_barrier(&r->tl);
+	r->next_id++;
+	r->pend_count++;
+	if (pend_send(r, p, id, NULL) < 0) {
+		/* Out of memory: the entries stay in the log for a later barrier. */
+		pend_release(r, p);
+		return;
+	}
+	r->auto_barriers++;
+	ev_timer_stop(r->p.loop, &r->epoch_timer);
+}
+
+int ship_log_range(struct repl *r, uint64_t off, uint64_t len)
+{
+	bool was_empty = r->tl.epoch_writes == 0;
+	if (tlog_add(&r->tl, off, len) < 0)
+		return -1;
+	if (r->tl.epoch_writes >= r->p.vcfg->max_epoch_size || r->tl.epoch_bytes >= EPOCH_MAX_BYTES)
+		ship_epoch_close(r);
+	else if (was_empty && !ev_is_active(&r->epoch_timer)) {
+		ev_timer_set(&r->epoch_timer, EPOCH_MAX_AGE, 0.);
+		ev_timer_start(r->p.loop, &r->epoch_timer);
+	}
+	return 0;
+}
+
+void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)revents;
+	ship_epoch_close(r);
+	if (r->tl.epoch_writes && replicating(r)) {
+		/* No slot, or too many barriers unanswered: try again. */
+		ev_timer_set(w, EPOCH_MAX_AGE, 0.);
+		ev_timer_start(loop, w);
+	}
+}
+
+struct unstable_sum {
+	struct repl *r;
+	uint64_t ranges, bytes;
+};
+
+static void unstable_mark(void *ctx, uint64_t off, uint64_t len)
+{
+	struct unstable_sum *u = ctx;
+	bitmap_set_range(u->r->bm, off, len);
+	u->ranges++;
+	u->bytes += len;
+}
+
+void ship_unstable_lost(struct repl *r)
+{
+	struct unstable_sum u = {.r = r};
+	tlog_drain(&r->tl, unstable_mark, &u);
+	r->auto_barriers = 0;
+	ev_timer_stop(r->p.loop, &r->epoch_timer);
+	if (u.ranges)
+		repl_log(r, LOG_LVL_INFO,
+		         "Marked %llu bytes in %llu ranges out of sync: %s acknowledged them but "
+		         "had not confirmed them on its disk with a barrier.",
+		         (unsigned long long)u.bytes, (unsigned long long)u.ranges,
+		         r->p.peer->name);
 }
 
 static void pend_release(struct repl *r, struct pend *p)
@@ -354,9 +455,16 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		bitmap_set_range(r->bm, p->off, p->len);
 	}
 	double lat = ev_now(r->p.loop) - p->sent_at;
-	r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
-	if (p->type != WIRE_BARRIER)
+	bool barrier = p->type == WIRE_BARRIER;
+	if (!p->auto_barrier) /* ours wait for a flush nobody waits for: not the client's latency */
+		r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
+	if (!barrier)
 		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
+	if (barrier) {
+		tlog_stable(&r->tl, p->tl_seq);
+		if (p->auto_barrier)
+			r->auto_barriers--;
+	}
 	p->write_acked = true;
 	struct vol_io *vio = p->vio;
 	p->vio = NULL;
@@ -366,6 +474,10 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		volume_peer_done(vio);
 	}
 	ship_wait_pump(r);
+	if (r->tl.epoch_writes >= r->p.vcfg->max_epoch_size || r->tl.epoch_bytes >= EPOCH_MAX_BYTES)
+		ship_epoch_close(r); /* it found no slot when the epoch filled up */
+	if (barrier && r->resync_running)
+		resync_pump(r); /* it may have waited for room in the log */
 }
 
 void repl_adopt(struct repl *r, struct vol_io *vio)
@@ -398,6 +510,7 @@ void repl_adopt(struct repl *r, struct vol_io *vio)
 /* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete. */
 void ship_fail_all(struct repl *r)
 {
+	r->auto_barriers = 0;
 	for (unsigned i = 0; i < PEND_SLOTS; i++) {
 		struct pend *p = &r->pend[i];
 		if (!p->used)
