@@ -7,6 +7,7 @@
 #
 #   bench/replication.sh    (RUNS=3 RUNTIME=10 HAK_BUILD=build/rel by default)
 #   ONLY=qd32 MODES="standalone sync" RESYNC=0 bench/replication.sh   (a subset, for quick looks)
+#   VOLUME_EXTRA="max-epoch-size 20000" bench/replication.sh   (one more line in both volumes)
 #
 # Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
 # and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
@@ -166,6 +167,7 @@ volume db {
     meta-disk $DIR/$1.meta
     mode $2
     connect-interval 200ms
+    ${VOLUME_EXTRA:-}
 }
 EOF
 }
