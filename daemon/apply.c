@@ -256,34 +256,56 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	}
 }
 
-/* A barrier's flush, tagged with its connection: the barriers may be gone when it completes. */
-struct barrier_flush {
+/* A flush tagged with the connection that asked for it. */
+struct conn_flush {
 	struct io_req req;
 	struct repl *r;
 	uint64_t conn;
+	void (*then)(struct repl *r, int err);
 };
 
-static void barrier_flushed(struct io_req *req)
+static void conn_flushed(struct io_req *req)
 {
-	struct barrier_flush *f = req->data;
+	struct conn_flush *f = req->data;
 	struct repl *r = f->r;
-	struct barrier_wait *b = &r->barriers[0];
-	int64_t res = req->res;
+	void (*then)(struct repl *, int) = f->then;
+	int err = req->res < 0 ? (int)-req->res : 0;
 	bool stale = f->conn != r->conn_seq;
 
 	free(f);
-	/* The connection dropped while the flush ran: apply_drop_waiting() forgot its barrier,
-	 * and barriers[0] (if any) is one of a new connection that this flush does not cover. */
-	if (stale)
-		return;
-	if (res < 0) {
+	/* The connection dropped while the flush ran: what it was for is gone with it (a barrier
+	 * of a new connection is not covered by this flush). */
+	if (!stale)
+		then(r, err);
+}
+
+int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
+{
+	struct conn_flush *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	f->r = r;
+	f->conn = r->conn_seq;
+	f->then = then;
+	f->req.op = IO_OP_FDATASYNC;
+	f->req.fd = volume_fd(r->p.vol);
+	f->req.done = conn_flushed;
+	f->req.data = f;
+	io_submit(r->p.io, &f->req);
+	return 0;
+}
+
+static void barrier_flushed(struct repl *r, int err)
+{
+	struct barrier_wait *b = &r->barriers[0];
+	if (err) {
 		/* Acknowledging would tell the primary that the writes before the barrier are on
 		 * this disk. Without the ack, the lost connection puts them into its bitmap. */
 		char why[200];
 		snprintf(why, sizeof(why),
 		         "flushing the disk for barrier %llu failed (%s), so the writes before it "
 		         "may not be stable",
-		         (unsigned long long)b->id, strerror((int)-res));
+		         (unsigned long long)b->id, strerror(err));
 		repl_drop_connection(r, why);
 		return;
 	}
@@ -298,17 +320,8 @@ static void barriers_progress(struct repl *r)
 {
 	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
 		return;
-	struct barrier_flush *f = calloc(1, sizeof(*f));
-	if (!f)
-		return;
-	r->barriers[0].flushing = true;
-	f->r = r;
-	f->conn = r->conn_seq;
-	f->req.op = IO_OP_FDATASYNC;
-	f->req.fd = volume_fd(r->p.vol);
-	f->req.done = barrier_flushed;
-	f->req.data = f;
-	io_submit(r->p.io, &f->req);
+	if (apply_flush(r, barrier_flushed) == 0)
+		r->barriers[0].flushing = true;
 }
 
 void barrier_frame(struct repl *r, uint64_t id)

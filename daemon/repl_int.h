@@ -298,6 +298,9 @@ void splitbrain_shutdown(struct repl *r);
 void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void barrier_frame(struct repl *r, uint64_t id);
 void apply_drop_waiting(struct repl *r);
+/* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
+ * asked is gone by then. 0, or -1 when out of memory. */
+int apply_flush(struct repl *r, void (*then)(struct repl *r, int err));
 bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len);
 
 /* attach.c */

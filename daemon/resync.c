@@ -213,29 +213,17 @@ static void resync_target_done(struct repl *r)
 	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
 
-/* The target's flush before it claims UpToDate, tagged with its connection. */
-struct rs_done_flush {
-	struct io_req req;
-	struct repl *r;
-	uint64_t conn;
-};
-
-static void target_flushed(struct io_req *req)
+/* A lost connection (no call) leaves the disk Inconsistent; the next one resumes the resync. */
+static void target_flushed(struct repl *r, int err)
 {
-	struct rs_done_flush *f = req->data;
-	struct repl *r = f->r;
-	int64_t res = req->res;
-	bool stale = f->conn != r->conn_seq;
-	free(f);
-	/* A lost connection leaves the disk Inconsistent; the next one resumes the resync. */
-	if (stale || r->link != LINK_SYNC_TARGET)
+	if (r->link != LINK_SYNC_TARGET)
 		return;
-	if (res < 0) {
+	if (err) {
 		char why[160];
 		snprintf(why, sizeof(why),
 		         "flushing the resynced data to disk failed (%s); the disk stays "
 		         "Inconsistent",
-		         strerror((int)-res));
+		         strerror(err));
 		repl_drop_connection(r, why);
 		return;
 	}
@@ -256,18 +244,8 @@ static void resync_finish_target(struct repl *r)
 		         (unsigned long long)bitmap_count(r->bm));
 		return;
 	}
-	struct rs_done_flush *f = calloc(1, sizeof(*f));
-	if (!f) {
+	if (apply_flush(r, target_flushed) < 0)
 		repl_drop_connection(r, "out of memory for the flush that ends the resync");
-		return;
-	}
-	f->r = r;
-	f->conn = r->conn_seq;
-	f->req.op = IO_OP_FDATASYNC;
-	f->req.fd = volume_fd(r->p.vol);
-	f->req.done = target_flushed;
-	f->req.data = f;
-	io_submit(r->p.io, &f->req);
 }
 
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)

@@ -15,6 +15,9 @@
 # wait_synced TIMEOUT_S      both Connected + UpToDate and nothing out of sync
 # node_uri NAME              the NBD URI of NAME's export
 # path_down N / path_up N    take a path (1 or 2) down or up, on alpha's side
+# link_throttle RATE|off     limit alpha's side of the replication link (tc tbf), so a resync
+#                            from alpha takes seconds
+# wait_target_share PCT WHAT wait until beta, SyncTarget, applied PCT % of its resync
 # backing NAME               NAME's backing file
 
 PAIR_SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
@@ -165,6 +168,37 @@ path_down() {
 
 path_up() {
 	ip -n "$NS_alpha" link set "ha$1-$PAIR_SID" up
+}
+
+link_throttle() {
+	if [[ $1 == off ]]; then
+		tc -n "$NS_alpha" qdisc del dev "ha1-$PAIR_SID" root 2>/dev/null || true
+		return 0
+	fi
+	ip -n "$NS_alpha" link set "ha1-$PAIR_SID" txqueuelen 1000
+	tc -n "$NS_alpha" qdisc replace dev "ha1-$PAIR_SID" root tbf rate "$1" burst 64kb latency 50ms
+	defer "tc -n $NS_alpha qdisc del dev ha1-$PAIR_SID root 2>/dev/null || true"
+}
+
+# wait_target_share PCT WHAT: beta must reach PCT % of a resync as SyncTarget within 30 s, and
+# the resync must not end before (WHAT names the step in the failure). Sets RS_DONE, RS_TOTAL.
+wait_target_share() {
+	local pct=$1 what=$2 st d=0 t=0 i seen=0
+	for ((i = 0; i < 300; i++)); do
+		st=$(hk beta status --json | jq -c '.volumes[0].replication')
+		if [[ $(jq -r .link <<<"$st") == SyncTarget ]]; then
+			seen=1
+			d=$(jq -r '.resync.done_bytes // 0' <<<"$st")
+			t=$(jq -r '.resync.total_bytes // 0' <<<"$st")
+			((t > 0 && d * 100 >= t * pct)) && break
+		elif ((seen)); then
+			fail "$what: the resync ended before beta applied $pct% of it (beta: $st): throttle it more"
+		fi
+		sleep 0.1
+	done
+	((i < 300)) || fail "$what: beta did not get $pct% into a resync within 30 s: $st"
+	RS_DONE=$d
+	RS_TOTAL=$t
 }
 
 # pair_report_logs: make lib.sh's cleanup treat both nodes' logs like hakd_start's: their last

@@ -136,27 +136,12 @@ out=$(hk alpha disconnect db 2>&1) || fail "disconnect on alpha: $out"
 wait_repl alpha link StandAlone 10
 storm 2
 storm_end
-ip -n "$NS_alpha" link set "ha1-$PAIR_SID" txqueuelen 1000
-tc -n "$NS_alpha" qdisc replace dev "ha1-$PAIR_SID" root tbf rate 40mbit burst 64kb latency 50ms
-defer "tc -n $NS_alpha qdisc del dev ha1-$PAIR_SID root 2>/dev/null || true"
+link_throttle 40mbit
 out=$(hk alpha connect db 2>&1) || fail "connect on alpha: $out"
-seen=0
-for ((i = 0; i < 300; i++)); do
-	st=$(hk beta status --json | jq -c '.volumes[0].replication')
-	if [[ $(jq -r .link <<<"$st") == SyncTarget ]]; then
-		seen=1
-		d=$(jq -r '.resync.done_bytes // 0' <<<"$st")
-		t=$(jq -r '.resync.total_bytes // 0' <<<"$st")
-		((t > 0 && d * 10 >= t * 4)) && break
-	elif ((seen)); then
-		fail "B: the resync ended before the power cut (beta: $st)"
-	fi
-	sleep 0.1
-done
-((i < 300)) || fail "B: beta did not get 40% into the resync within 30 s: $st"
-log "B: beta applied $d of $t bytes"
+wait_target_share 40 B
+log "B: beta applied $RS_DONE of $RS_TOTAL bytes"
 power_off
-tc -n "$NS_alpha" qdisc del dev "ha1-$PAIR_SID" root
+link_throttle off
 power_on
 wait_synced 60
 verify_beta B

@@ -26,17 +26,6 @@ rstat() {
 	hk "$1" status --json | jq -c '.volumes[0].replication'
 }
 
-# throttle on|off: limit alpha's side of the replication link (alpha is the resync source).
-throttle() {
-	if [[ $1 == on ]]; then
-		ip -n "$NS_alpha" link set "ha1-$PAIR_SID" txqueuelen 1000
-		tc -n "$NS_alpha" qdisc replace dev "ha1-$PAIR_SID" root tbf rate "$RATE" burst 64kb \
-			latency 50ms
-	else
-		tc -n "$NS_alpha" qdisc del dev "ha1-$PAIR_SID" root 2>/dev/null || true
-	fi
-}
-
 # dirty_alpha FILE: alpha goes StandAlone and FILE (random data) is copied to the start of its export.
 dirty_alpha() {
 	local out
@@ -52,26 +41,11 @@ dirty_alpha() {
 # midresync: reconnect and wait until beta (SyncTarget) applied 40% of the resync. Sets RS_TOTAL
 # (alpha's view of the run) and RS_DONE (beta's applied bytes).
 midresync() {
-	local st i d t seen=0
-	throttle on
+	link_throttle "$RATE"
 	out=$(hk alpha connect db 2>&1) || fail "connect on alpha: $out"
-	for ((i = 0; i < 300; i++)); do
-		st=$(rstat beta)
-		if [[ $(jq -r .link <<<"$st") == SyncTarget ]]; then
-			seen=1
-			d=$(jq -r '.resync.done_bytes // 0' <<<"$st")
-			t=$(jq -r '.resync.total_bytes // 0' <<<"$st")
-			((t > 0 && d * 10 >= t * 4)) && break
-		elif ((seen)); then
-			fail "the resync ended before the crash could hit it (beta: $st): throttle it more"
-		fi
-		sleep 0.1
-	done
-	((i < 300)) || fail "beta did not get 40% into a resync within 30 s: $st"
-	RS_DONE=$d
-	RS_TOTAL=$t
-	((RS_DONE > 0)) || fail "beta applied nothing yet ($st)"
-	((RS_TOTAL >= DIRTY)) || fail "the resync covers only $RS_TOTAL bytes, want >= $DIRTY ($st)"
+	wait_target_share 40 "before the crash"
+	((RS_DONE > 0)) || fail "beta applied nothing yet"
+	((RS_TOTAL >= DIRTY)) || fail "the resync covers only $RS_TOTAL bytes, want >= $DIRTY"
 	((RS_DONE < RS_TOTAL)) || fail "the resync finished before the crash ($RS_DONE of $RS_TOTAL): throttle it more"
 	log "mid-resync: beta applied $RS_DONE of $RS_TOTAL bytes"
 }
@@ -104,7 +78,7 @@ assert_eq "$(repl alpha role)" primary "alpha's role after beta died"
 wait_repl alpha link Connecting 10
 node_start beta
 wait_synced 90
-throttle off
+link_throttle off
 moved=$(($(repl alpha bytes_resynced) - bytes0))
 log "A: resync after the restart moved $moved bytes; the interrupted one had $first_total" \
 	"(beta had applied $RS_DONE); total $(elapsed_since "$t0") s"
@@ -118,7 +92,7 @@ dirty_alpha "$WORK/rand2"
 t0=$(date +%s.%N)
 midresync
 node_kill9 alpha
-throttle off
+link_throttle off
 wait_repl beta link Connecting 10
 st=$(rstat beta)
 log "beta after alpha's death: $st"
