@@ -8,6 +8,8 @@
 #   bench/replication.sh    (RUNS=3 RUNTIME=10 HAK_BUILD=build/rel by default)
 #   ONLY=qd32 MODES="standalone sync" RESYNC=0 bench/replication.sh   (a subset, for quick looks)
 #   VOLUME_EXTRA="max-epoch-size 20000" bench/replication.sh   (one more line in both volumes)
+#   FIO_EXTRA="--fsync=2048" bench/replication.sh   (more fio arguments for every run; with
+#                                                     --fsync the anchor, too, makes its data durable)
 #
 # Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
 # and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
@@ -269,7 +271,7 @@ run_fio() {
 	[[ $1 == standalone ]] && sock=$DIR/standalone.nbd
 	# shellcheck disable=SC2086
 	taskset -c "$CPU_PRIMARY" fio --name=bench --ioengine=nbd \
-		--uri="nbd+unix:///db?socket=$sock" $3 --size="$SIZE" --time_based \
+		--uri="nbd+unix:///db?socket=$sock" $3 ${FIO_EXTRA:-} --size="$SIZE" --time_based \
 		--runtime="$RUNTIME" --ramp_time=1 --group_reporting --randrepeat=0 \
 		--output-format=json --output="$out" >/dev/null 2>"$DIR/fio.err" || {
 		cat "$DIR/fio.err" >&2
