@@ -661,8 +661,9 @@ void repl_drop_connection(struct repl *r, const char *why)
 	verify_stop(r);
 	diskless_conn_lost(r);
 	ship_unstable_lost(r);
+	/* Not only a primary's: a secondary that sources a resync holds slots for its barriers. */
+	ship_fail_all(r);
 	if (r->role == ROLE_PRIMARY) {
-		ship_fail_all(r);
 		ship_wait_pump(r);
 		/* A diskless primary writes nothing while the peer is away (every write fails): the
 		 * peer's copy stays current, and its generation with it. */

@@ -269,7 +269,8 @@ void repl_drop_connection(struct repl *r, const char *why);
 void repl_deferred_pump(struct repl *r);
 /* A RECV_ACK, WRITE_ACK or BARRIER_ACK for slot id arrived. */
 void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status);
-/* The peer is gone: every slot without its WRITE_ACK goes into the bitmap and completes. */
+/* The peer is gone: every slot without its WRITE_ACK goes into the bitmap and completes; any
+ * role (a secondary sourcing a resync has slots for its barriers). */
 void ship_fail_all(struct repl *r);
 /* Requests that waited for a free slot may take one now. */
 void ship_wait_pump(struct repl *r);

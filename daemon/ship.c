@@ -45,6 +45,13 @@ static bool replicating(const struct repl *r)
 static void ship_epoch_close(struct repl *r);
 static void pend_release(struct repl *r, struct pend *p);
 
+/* The open epoch is full: it should end with a barrier now. */
+static bool epoch_due(const struct repl *r)
+{
+	return r->tl.epoch_writes >= r->p.vcfg->max_epoch_size ||
+	       r->tl.epoch_bytes >= EPOCH_MAX_BYTES;
+}
+
 static void async_copy_sent(struct outq_item *it, int err)
 {
 	struct pend *p = it->ctx;
@@ -197,7 +204,7 @@ int ship_log_range(struct repl *r, uint64_t off, uint64_t len)
 	bool was_empty = r->tl.epoch_writes == 0;
 	if (tlog_add(&r->tl, off, len) < 0)
 		return -1;
-	if (r->tl.epoch_writes >= r->p.vcfg->max_epoch_size || r->tl.epoch_bytes >= EPOCH_MAX_BYTES)
+	if (epoch_due(r))
 		ship_epoch_close(r);
 	else if (was_empty && !ev_is_active(&r->epoch_timer)) {
 		ev_timer_set(&r->epoch_timer, EPOCH_MAX_AGE, 0.);
@@ -235,7 +242,6 @@ void ship_unstable_lost(struct repl *r)
 {
 	struct unstable_sum u = {.r = r};
 	tlog_drain(&r->tl, unstable_mark, &u);
-	r->auto_barriers = 0;
 	ev_timer_stop(r->p.loop, &r->epoch_timer);
 	if (u.ranges)
 		repl_log(r, LOG_LVL_INFO,
@@ -474,7 +480,7 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		volume_peer_done(vio);
 	}
 	ship_wait_pump(r);
-	if (r->tl.epoch_writes >= r->p.vcfg->max_epoch_size || r->tl.epoch_bytes >= EPOCH_MAX_BYTES)
+	if (epoch_due(r))
 		ship_epoch_close(r); /* it found no slot when the epoch filled up */
 	if (barrier && r->resync_running)
 		resync_pump(r); /* it may have waited for room in the log */
@@ -507,7 +513,8 @@ void repl_adopt(struct repl *r, struct vol_io *vio)
 	}
 }
 
-/* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete. */
+/* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete, every
+ * slot is free again (our own barriers' too). */
 void ship_fail_all(struct repl *r)
 {
 	r->auto_barriers = 0;
