@@ -84,8 +84,8 @@ static void apply_done(struct io_req *req)
 	struct repl *r = a->r;
 	int err = req->res < 0 ? (int)-req->res : 0;
 
-	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->type != WIRE_DATA) {
-		/* TRIM/ZERO with FUA: make it durable before the ack. */
+	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
+		/* TRIM/ZERO (or a resync hole) with FUA: make it durable before the ack. */
 		a->stage = 1;
 		memset(&a->io, 0, sizeof(a->io));
 		a->io.op = IO_OP_FDATASYNC;
@@ -237,6 +237,12 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	a->data_off = wire_io_data_off(h);
 	a->epoch = r->epoch;
 	a->resync = h->type == WIRE_RS_DATA;
+	/* A resync run is acknowledged only once it is on disk: the source clears its bits on the
+	 * RS_ACK, and a power cut here must not take back what the ack promised. (Application
+	 * writes are covered by barriers and the primary's transfer log instead; a run would need
+	 * its barrier before a frequently reset link could ever let a resync finish.) */
+	if (a->resync)
+		a->flags |= WIRE_F_FUA;
 	a->conn = r->conn_seq;
 	r->apply_count++;
 	r->apply_bytes += h->len;

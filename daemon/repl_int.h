@@ -23,11 +23,9 @@
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
 #define BARRIERS_MAX    256u
-/* The transfer log (tlog.h): ranges the peer acknowledged but has not yet flushed. Writes wait
- * once it holds TLOG_WRITE_LIMIT entries; the rest is kept for the resync runs in flight, of
- * which there are at most RS_WINDOW / 4 KiB (the smallest bitmap block). */
-#define TLOG_SLOTS       65536u
-#define TLOG_WRITE_LIMIT (TLOG_SLOTS - RS_WINDOW / 4096u - 64u)
+/* The transfer log (tlog.h): writes the peer acknowledged but has not yet flushed; writes wait
+ * while it is full. Resync runs need none: the target acknowledges them once on disk. */
+#define TLOG_SLOTS 65536u
 /* An epoch (the writes between two barriers) closes with a barrier of its own after
  * max-epoch-size writes, EPOCH_MAX_BYTES bytes or EPOCH_MAX_AGE seconds, so what a peer that
  * loses power may lose stays small; at most AUTO_BARRIERS_MAX of these go unanswered. */
@@ -92,8 +90,7 @@ struct rs_op {
 	uint32_t len;
 	int stage;
 	bool hole;
-	bool orphan;   /* the connection went away while reading */
-	bool unlogged; /* the transfer log was full: its RS_ACK leaves the bits set */
+	bool orphan; /* the connection went away while reading */
 	uint8_t *buf;
 	uint8_t *hashes; /* checksum resync: the target's hashes of the run */
 	struct io_extent map[1];
@@ -274,9 +271,6 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status);
 void ship_fail_all(struct repl *r);
 /* Requests that waited for a free slot may take one now. */
 void ship_wait_pump(struct repl *r);
-/* A range goes to the peer on the data stream now: keep it until a barrier covers it. 0, or -1
- * when the transfer log is full. */
-int ship_log_range(struct repl *r, uint64_t off, uint64_t len);
 /* The peer is gone: whatever it may not have flushed goes into the bitmap. */
 void ship_unstable_lost(struct repl *r);
 void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);

@@ -181,14 +181,21 @@ static void resync_finish_source(struct repl *r)
 	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
 
-/* The resynced data is on the disk: now the target may call itself UpToDate. */
-static void resync_target_done(struct repl *r)
+/* Every run was acknowledged once on disk (apply.c writes them FUA): UpToDate is true. */
+static void resync_finish_target(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
 	struct gen_ids g = repl_gen_local(r), src = {.current = h->gen[0],
 	                                             .bitmap = h->gen[1],
 	                                             .history = {h->gen[2], h->gen[3]}};
 	double dt = ev_now(r->p.loop) - r->rs_start;
+	if (bitmap_count(r->bm) != 0) {
+		repl_log(r, LOG_LVL_ERR,
+		         "The source finished the resync but %llu blocks are still "
+		         "marked out of sync here; staying Inconsistent.",
+		         (unsigned long long)bitmap_count(r->bm));
+		return;
+	}
 	gen_resync_done_target(&g, &src);
 	r->sb.gen_current = g.current;
 	r->sb.gen_bitmap = g.bitmap;
@@ -211,41 +218,6 @@ static void resync_target_done(struct repl *r)
 	         (unsigned long long)r->rs_done_bytes, dt);
 	events_emit("resync-end", "volume:%s peer:%s direction:target bytes:%llu seconds:%.3f",
 	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
-}
-
-/* A lost connection (no call) leaves the disk Inconsistent; the next one resumes the resync. */
-static void target_flushed(struct repl *r, int err)
-{
-	if (r->link != LINK_SYNC_TARGET)
-		return;
-	if (err) {
-		char why[160];
-		snprintf(why, sizeof(why),
-		         "flushing the resynced data to disk failed (%s); the disk stays "
-		         "Inconsistent",
-		         strerror(err));
-		repl_drop_connection(r, why);
-		return;
-	}
-	resync_target_done(r);
-}
-
-/*
- * The source sent everything. The resync writes went through the page cache: a power cut now
- * would lose some of them while the metadata said UpToDate and the source had cleared its
- * bits, so the disk is flushed (off the loop) before the superblock says anything.
- */
-static void resync_finish_target(struct repl *r)
-{
-	if (bitmap_count(r->bm) != 0) {
-		repl_log(r, LOG_LVL_ERR,
-		         "The source finished the resync but %llu blocks are still "
-		         "marked out of sync here; staying Inconsistent.",
-		         (unsigned long long)bitmap_count(r->bm));
-		return;
-	}
-	if (apply_flush(r, target_flushed) < 0)
-		repl_drop_connection(r, "out of memory for the flush that ends the resync");
 }
 
 void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
@@ -359,10 +331,6 @@ void resync_send_op(struct repl *r, struct rs_op *op)
 	}
 	it->sent = rs_sent;
 	it->ctx = op;
-	/* Until a barrier covers it, a power cut on the target may still lose the run: when the log
-	 * has no room (resync_pump keeps some), its bits stay set and a later pass sends it again.
-	 */
-	op->unlogged = ship_log_range(r, op->off, op->len) < 0;
 	r->rs_sent_bytes += op->len;
 	op->stage = 2;
 	op->next = r->rs_sent;
@@ -452,9 +420,6 @@ void resync_pump(struct repl *r)
 	uint32_t bs = r->sb.bitmap_block_size;
 	if (!r->resync_running || !r->data)
 		return;
-	/* Room for the runs in flight (TLOG_WRITE_LIMIT); a barrier ack pumps again. */
-	if (tlog_used(&r->tl) >= TLOG_WRITE_LIMIT)
-		return;
 	uint64_t budget = pump_budget(r);
 	for (unsigned guard = 0; guard < 1024 && budget > 0; guard++) {
 		uint64_t bit = bitmap_find_next_set(r->bm, r->rs_cursor);
@@ -534,8 +499,7 @@ void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status)
 	}
 	r->rs_inflight -= op->len;
 	if (status == 0) {
-		if (!op->unlogged)
-			bitmap_clear_range(r->bm, op->off, op->len);
+		bitmap_clear_range(r->bm, op->off, op->len);
 		r->rs_done_bytes += op->len;
 	} else {
 		repl_log(r, LOG_LVL_WARN,

@@ -10,7 +10,7 @@
  * that has no WRITE_ACK goes into the bitmap before its request completes (ship_fail_all).
  *
  * A WRITE_ACK is not the end of it: the peer wrote through its page cache, and a power cut there
- * loses what its disk was not told to flush. So every range sent stays in the transfer log
+ * loses what its disk was not told to flush. So every write sent stays in the transfer log
  * (tlog.h) until a barrier sent after it is acknowledged (the peer flushed), and a lost
  * connection puts what is still there into the bitmap too (ship_unstable_lost). Epochs close
  * with a barrier of their own (ship_epoch_close) so the log stays short even when the client
@@ -43,6 +43,7 @@ static bool replicating(const struct repl *r)
 }
 
 static void ship_epoch_close(struct repl *r);
+static void ship_log_range(struct repl *r, uint64_t off, uint64_t len);
 static void pend_release(struct repl *r, struct pend *p);
 
 /* The open epoch is full: it should end with a barrier now. */
@@ -122,7 +123,7 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	                                 [VOL_FLUSH] = WIRE_BARRIER};
 	if (p->used)
 		return false;
-	if (vio->op != VOL_FLUSH && tlog_used(&r->tl) >= TLOG_WRITE_LIMIT) {
+	if (vio->op != VOL_FLUSH && tlog_used(&r->tl) >= TLOG_SLOTS) {
 		/* Wait for the peer to flush what it has (ship_ack runs the waiters again). */
 		ship_epoch_close(r);
 		return false;
@@ -199,18 +200,18 @@ static void ship_epoch_close(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->epoch_timer);
 }
 
-int ship_log_range(struct repl *r, uint64_t off, uint64_t len)
+/* A write goes to the peer now: keep it until a barrier covers it (pend_start checked room). */
+static void ship_log_range(struct repl *r, uint64_t off, uint64_t len)
 {
 	bool was_empty = r->tl.epoch_writes == 0;
 	if (tlog_add(&r->tl, off, len) < 0)
-		return -1;
+		return;
 	if (epoch_due(r))
 		ship_epoch_close(r);
 	else if (was_empty && !ev_is_active(&r->epoch_timer)) {
 		ev_timer_set(&r->epoch_timer, EPOCH_MAX_AGE, 0.);
 		ev_timer_start(r->p.loop, &r->epoch_timer);
 	}
-	return 0;
 }
 
 void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -482,8 +483,6 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 	ship_wait_pump(r);
 	if (epoch_due(r))
 		ship_epoch_close(r); /* it found no slot when the epoch filled up */
-	if (barrier && r->resync_running)
-		resync_pump(r); /* it may have waited for room in the log */
 }
 
 void repl_adopt(struct repl *r, struct vol_io *vio)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The transfer log (DRBD keeps one of the same name): the ranges sent to the peer since the
- * oldest barrier it has not yet acknowledged. A WRITE_ACK (or RS_ACK) only says the peer's write
- * completed; its disk may still lose it in a power cut. A BARRIER_ACK says the peer flushed
+ * The transfer log (DRBD keeps one of the same name): the ranges written to the peer since the
+ * oldest barrier it has not yet acknowledged. A WRITE_ACK only says the peer's write completed;
+ * its disk may still lose it in a power cut. A BARRIER_ACK says the peer flushed
  * everything received before that barrier. So until then the ranges are kept here, and when the
  * peer goes away every range still here goes into the bitmap: the next resync covers what a
  * powered-off peer may have lost.
@@ -10,7 +10,7 @@
  * Entries are numbered by an ever-growing sequence; a barrier covers every entry below the
  * sequence tlog_barrier() returned when it was sent, and barriers are acknowledged in order. A
  * range that touches or overlaps the newest entry of the open epoch is merged into it, so
- * sequential writes and resync runs cost one entry.
+ * sequential writes cost one entry.
  */
 #ifndef HAK_TLOG_H
 #define HAK_TLOG_H
