@@ -36,6 +36,8 @@ HAK_BUILD=${HAK_BUILD:-build/rel}
 IO_ENGINE=${HAK_IO_ENGINE:-auto}
 HAKD=$REPO/$HAK_BUILD/hakd
 HAKCTL=$REPO/$HAK_BUILD/hakctl
+# shellcheck source=bench/lib.sh
+. "$REPO/bench/lib.sh"
 PYTHON=${PYTHON:-python3}
 CPU_PRIMARY=0
 CPU_SECONDARY=1
@@ -374,27 +376,17 @@ run_config() {
 }
 
 # run_resync: full resync of SIZE (fresh, non-blank metadata on both; alpha promoted with
-# --force). MiB/s from the promotion to beta UpToDate, polled every 100 ms; appended to RS_MBPS.
+# --force). MiB/s from the promotion to beta UpToDate, as full_resync_seconds (lib.sh) times it; appended to RS_MBPS.
 run_resync() {
-	local t0 t1 rsb
+	local rsb
 	warm_cache
 	pair_start sync ""
-	t0=$(date +%s.%N)
-	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
-	while [[ $(repl beta disk) != UpToDate ]]; do
-		if (($(date +%s) - ${t0%.*} > 600)); then
-			die "beta is not UpToDate 600 s after the promotion:" \
-				"$(hk beta status --json | jq -c '.volumes[0].replication')"
-		fi
-		sleep 0.1
-	done
-	t1=$(date +%s.%N)
+	full_resync_seconds
 	rsb=$(repl alpha bytes_resynced)
 	((rsb >= SIZE_BYTES)) ||
 		echo "bench: alpha reports $rsb bytes resynced, not the whole $SIZE_BYTES" >&2
 	pair_stop
-	RS_MBPS+=("$(awk -v a="$t0" -v b="$t1" -v s="$SIZE_BYTES" \
-		'BEGIN {printf "%.1f", s / 1048576 / (b - a)}')")
+	RS_MBPS+=("$(awk -v t="$RS_SECONDS" -v s="$SIZE_BYTES" 'BEGIN {printf "%.1f", s / 1048576 / t}')")
 }
 
 cat >"$DIR/tcpcopy.py" <<'EOF'

@@ -26,6 +26,8 @@ HAK_BUILD=${HAK_BUILD:-build/rel}
 IO_ENGINE=${HAK_IO_ENGINE:-auto}
 HAKD=$REPO/$HAK_BUILD/hakd
 HAKCTL=$REPO/$HAK_BUILD/hakctl
+# shellcheck source=bench/lib.sh
+. "$REPO/bench/lib.sh"
 PYTHON=${PYTHON:-python3}
 CPU_PRIMARY=0
 CPU_SECONDARY=1
@@ -300,15 +302,10 @@ fio_qd1() {
 RS_MBPS=() TCP_MBPS=() LAT_IDLE=() LAT_RS=()
 
 run_resync_idle() {
-	local t0 t1
 	pair_start sync ""
-	t0=$(date +%s.%N)
-	hk alpha primary db --force >/dev/null || die "promoting alpha with --force failed"
-	wait_until "[[ \$(repl beta disk) == UpToDate ]]" 600 || die "beta is not UpToDate after 600 s"
-	t1=$(date +%s.%N)
+	full_resync_seconds
 	pair_stop
-	RS_MBPS+=("$(awk -v a="$t0" -v b="$t1" -v s="$SIZE_BYTES" \
-		'BEGIN {printf "%.1f", s / 1048576 / (b - a)}')")
+	RS_MBPS+=("$(awk -v t="$RS_SECONDS" -v s="$SIZE_BYTES" 'BEGIN {printf "%.1f", s / 1048576 / t}')")
 }
 
 run_latency() {
