@@ -36,14 +36,19 @@ run_mode() {
 	# Verifies during the load: a block whose copies differ after both writes completed is a
 	# divergence (blocks written during a verify's pass are skipped, not counted). The
 	# divergence is short-lived here (the next overlapping write heals it), so it is looked
-	# for while it exists.
-	local nv=0 diff=0 d
-	while pid_alive "${pids[0]}" && ((nv < 60)); do
-		hk alpha verify db >/dev/null 2>&1 || break
+	# for while it exists. In async mode the load outruns the peer: a full send buffer drops
+	# the link (pull-ahead) and a resync follows, so a verify may not start or may be cut
+	# short; only verifies that finished count.
+	local nv=0 diff=0 d end=$((SECONDS + 40))
+	while pid_alive "${pids[0]}" && ((nv < 60 && SECONDS < end)); do
+		if ! hk alpha verify db >/dev/null 2>&1; then
+			sleep 0.1
+			continue
+		fi
 		wait_for "[[ \$(repl alpha verify.running) == false ]]" 30 || fail "a verify hung"
 		d=$(repl alpha verify.differing_blocks)
 		diff=$((diff + d))
-		nv=$((nv + 1))
+		[[ $(repl alpha verify.interrupted) == true ]] || nv=$((nv + 1))
 	done
 	for p in "${pids[@]}"; do
 		wait "$p" || fail "fio failed: $(cat "$WORK"/fio-"$mode"-*.err)"
@@ -51,7 +56,8 @@ run_mode() {
 	a=$(jq '.jobs[0].write.total_ios' "$WORK/fio-$mode-1.json")
 	b=$(jq '.jobs[0].write.total_ios' "$WORK/fio-$mode-2.json")
 	log "$mode: $a 4K and $b 1M overlapping writes into 8 MiB; $nv verifies found $diff differing blocks"
-	((nv >= 2)) || fail "only $nv verifies ran during the load"
+	# Two in sync mode; async may spend most of the load dropping and resyncing.
+	((nv >= 2)) || { ((nv >= 1)) && [[ $mode == async ]]; } || fail "only $nv verifies finished during the load"
 	((diff == 0)) || fail "$mode: verifies during the load found $diff differing blocks"
 	((a > 1000 && b > 50)) || fail "too few writes ran ($a, $b)"
 	wait_repl alpha in_flight_writes 0 30
