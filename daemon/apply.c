@@ -65,17 +65,27 @@ static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status
 static void barriers_progress(struct repl *r);
 static void apply_start(struct repl *r, struct apply *a);
 
-static void apply_free(struct repl *r, struct apply *a)
+static void rs_sync_progress(struct repl *r);
+
+/* Gives back the payload and the room it took; the struct itself stays with the caller. */
+static void apply_release(struct repl *r, struct apply *a)
 {
 	r->apply_count--;
 	r->apply_bytes -= a->frame_len;
 	buf_put(a->frame, a->frame_len);
-	free(a);
+	a->frame = NULL;
+	a->frame_len = 0;
 	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
 	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
 		r->data_paused = false;
 		tstream_pause(r->data, false);
 	}
+}
+
+static void apply_free(struct repl *r, struct apply *a)
+{
+	apply_release(r, a);
+	free(a);
 }
 
 static void apply_done(struct io_req *req)
@@ -85,7 +95,7 @@ static void apply_done(struct io_req *req)
 	int err = req->res < 0 ? (int)-req->res : 0;
 
 	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
-		/* TRIM/ZERO (or a resync hole) with FUA: make it durable before the ack. */
+		/* TRIM/ZERO with FUA: make it durable before the ack. */
 		a->stage = 1;
 		memset(&a->io, 0, sizeof(a->io));
 		a->io.op = IO_OP_FDATASYNC;
@@ -107,12 +117,15 @@ static void apply_done(struct io_req *req)
 		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
 		         wire_type_name(a->type), a->len, (unsigned long long)a->off,
 		         strerror(err));
+	bool unsynced = false;
+	if (a->resync)
+		r->rs_applying--;
 	if (a->conn != r->conn_seq) {
 		/* Received on a connection that is gone: its ids mean nothing on the new one (the
 		 * peer would take the ack for one of its new requests). */
+	} else if (a->resync && !err) {
+		unsynced = true; /* acknowledged by rs_synced() */
 	} else if (a->resync) {
-		if (!err)
-			bitmap_clear_range(r->bm, a->off, a->len);
 		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
 		r->rs_done_bytes += a->len;
 	} else {
@@ -121,7 +134,17 @@ static void apply_done(struct io_req *req)
 	for (unsigned i = 0; i < r->nbarriers; i++)
 		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
 			r->barriers[i].pending--;
-	apply_free(r, a);
+	if (unsynced) {
+		apply_release(r, a);
+		a->next = NULL;
+		if (!r->rs_unsynced)
+			r->rs_unsynced_tail = &r->rs_unsynced;
+		*r->rs_unsynced_tail = a;
+		r->rs_unsynced_tail = &a->next;
+		r->rs_unsynced_bytes += a->len;
+	} else {
+		apply_free(r, a);
+	}
 	/* Start waiters that no longer overlap anything, in arrival order. */
 	struct apply **pp = &r->apply_wait;
 	while (*pp) {
@@ -134,6 +157,7 @@ static void apply_done(struct io_req *req)
 		pp = &w->next;
 	}
 	barriers_progress(r);
+	rs_sync_progress(r);
 	verify_pump(r);
 	diskless_apply_progress(r);
 }
@@ -237,12 +261,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	a->data_off = wire_io_data_off(h);
 	a->epoch = r->epoch;
 	a->resync = h->type == WIRE_RS_DATA;
-	/* A resync run is acknowledged only once it is on disk: the source clears its bits on the
-	 * RS_ACK, and a power cut here must not take back what the ack promised. (Application
-	 * writes are covered by barriers and the primary's transfer log instead; a run would need
-	 * its barrier before a frequently reset link could ever let a resync finish.) */
-	if (a->resync)
-		a->flags |= WIRE_F_FUA;
+	r->rs_applying += a->resync;
 	a->conn = r->conn_seq;
 	r->apply_count++;
 	r->apply_bytes += h->len;
@@ -301,6 +320,65 @@ int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
 	return 0;
 }
 
+/*
+ * A resync run is acknowledged only once it is on disk: the source clears its bits on the
+ * RS_ACK, and a power cut here must not take back what the ack promised. One fdatasync covers
+ * every run written since the last one (group commit), so a run costs neither a flush of its
+ * own nor, as application writes do, a barrier from the source: the source clears its bits
+ * for good at every flush, so a resync makes progress even on a link that keeps resetting.
+ */
+static void rs_synced(struct repl *r, int err)
+{
+	struct apply *list = r->rs_syncing;
+	r->rs_syncing = NULL;
+	if (err)
+		repl_log(r, LOG_LVL_ERR,
+		         "Flushing resynced blocks to disk failed (%s): they stay out of sync and "
+		         "come again.",
+		         strerror(err));
+	while (list) {
+		struct apply *a = list;
+		list = a->next;
+		if (!err)
+			bitmap_clear_range(r->bm, a->off, a->len);
+		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
+		r->rs_done_bytes += a->len;
+		free(a);
+	}
+	rs_sync_progress(r);
+}
+
+/* Flush now if nothing flushes yet and either enough waits or no other run is being written
+ * (the source's window may be full of runs waiting for their acks). */
+static void rs_sync_progress(struct repl *r)
+{
+	if (r->rs_syncing || !r->rs_unsynced)
+		return;
+	if (r->rs_unsynced_bytes < RS_SYNC_BATCH && r->rs_applying)
+		return;
+	if (apply_flush(r, rs_synced) < 0) {
+		repl_drop_connection(r, "out of memory for flushing resynced blocks");
+		return;
+	}
+	r->rs_syncing = r->rs_unsynced;
+	r->rs_unsynced = NULL;
+	r->rs_unsynced_bytes = 0;
+}
+
+void apply_drop_unsynced(struct repl *r)
+{
+	struct apply *lists[2] = {r->rs_unsynced, r->rs_syncing};
+	for (int i = 0; i < 2; i++) {
+		while (lists[i]) {
+			struct apply *a = lists[i];
+			lists[i] = a->next;
+			free(a);
+		}
+	}
+	r->rs_unsynced = r->rs_syncing = NULL;
+	r->rs_unsynced_bytes = 0;
+}
+
 static void barrier_flushed(struct repl *r, int err)
 {
 	struct barrier_wait *b = &r->barriers[0];
@@ -350,6 +428,7 @@ void apply_drop_waiting(struct repl *r)
 	while (r->apply_wait) {
 		struct apply *a = r->apply_wait;
 		r->apply_wait = a->next;
+		r->rs_applying -= a->resync;
 		apply_free(r, a);
 	}
 	r->nbarriers = 0;

@@ -663,6 +663,7 @@ void repl_drop_connection(struct repl *r, const char *why)
 	ship_unstable_lost(r);
 	/* Not only a primary's: a secondary that sources a resync holds slots for its barriers. */
 	ship_fail_all(r);
+	apply_drop_unsynced(r);
 	if (r->role == ROLE_PRIMARY) {
 		ship_wait_pump(r);
 		/* A diskless primary writes nothing while the peer is away (every write fails): the

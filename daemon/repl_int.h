@@ -23,6 +23,9 @@
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
 #define BARRIERS_MAX    256u
+/* The resync target acknowledges runs once an fdatasync covered them; one flush covers every run
+ * written while the previous one ran, and starts early once this many bytes wait for it. */
+#define RS_SYNC_BATCH (2u << 20)
 /* The transfer log (tlog.h): writes the peer acknowledged but has not yet flushed; writes wait
  * while it is full. Resync runs need none: the target acknowledges them once on disk. */
 #define TLOG_SLOTS 65536u
@@ -203,6 +206,11 @@ struct repl {
 	struct barrier_wait barriers[BARRIERS_MAX];
 	unsigned nbarriers;
 	bool data_paused;
+	/* Resync target: runs written but not yet flushed (their RS_ACK waits), and the runs the
+	 * flush in progress covers. */
+	struct apply *rs_unsynced, **rs_unsynced_tail, *rs_syncing;
+	uint64_t rs_unsynced_bytes;
+	unsigned rs_applying; /* resync runs being written */
 
 	/* Resync. */
 	bool bm_sent, bm_done_rcvd, resync_running, resync_full, rs_finishing;
@@ -293,6 +301,8 @@ void splitbrain_shutdown(struct repl *r);
 void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void barrier_frame(struct repl *r, uint64_t id);
 void apply_drop_waiting(struct repl *r);
+/* Forget resync runs written but not yet acknowledged: the bits stay set on both sides. */
+void apply_drop_unsynced(struct repl *r);
 /* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
  * asked is gone by then. 0, or -1 when out of memory. */
 int apply_flush(struct repl *r, void (*then)(struct repl *r, int err));

@@ -181,7 +181,7 @@ static void resync_finish_source(struct repl *r)
 	            r->name, r->p.peer->name, (unsigned long long)r->rs_done_bytes, dt);
 }
 
-/* Every run was acknowledged once on disk (apply.c writes them FUA): UpToDate is true. */
+/* Every run was acknowledged once on disk (apply.c flushes before RS_ACK): UpToDate is true. */
 static void resync_finish_target(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
