@@ -51,6 +51,12 @@ PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 PGC_PY=/usr/bin/python3
 "$PGC_PY" -c 'import psycopg2' 2>/dev/null || fail "python3-psycopg2 is missing; run scripts/deps.sh"
 PGC_LEDGER_TOOL=$REPO/tests/tools/pg-ledger.py
+# _pgc_cut_disk aborts FUSE connections through fusectl. systemd mounts it at boot; a machine
+# without systemd (this CI's) does not, and without it the cut did nothing: a node whose
+# nbdfuse exited last in its mount namespace deadlocked in D state (seen 2026-12-04).
+mountpoint -q /sys/fs/fuse/connections ||
+	mount -t fusectl fusectl /sys/fs/fuse/connections ||
+	fail "cannot mount fusectl on /sys/fs/fuse/connections: no way to cut a node's disk"
 NS_client=hak-c-$PAIR_SID
 PGC_VIP=192.0.2.200
 PGC_PORT=$((20000 + RANDOM % 20000))
@@ -255,7 +261,11 @@ _pgc_cut_disk() {
 	conn=$(timeout 5 stat -c %d "/proc/$pid/root$WORK/fuse-$1" 2>/dev/null) || return 0
 	# st_dev of a FUSE mount: major 0, the minor is the connection number
 	((conn > 0 && conn < 256)) || conn=$(((conn & 0xff) | ((conn >> 12) & 0xfff00)))
-	[[ -e /sys/fs/fuse/connections/$conn/abort ]] && echo 1 >"/sys/fs/fuse/connections/$conn/abort"
+	if [[ -e /sys/fs/fuse/connections/$conn/abort ]]; then
+		echo 1 >"/sys/fs/fuse/connections/$conn/abort"
+	else
+		log "warning: no FUSE connection $conn to abort under $1's disk"
+	fi
 	return 0
 }
 
