@@ -22,6 +22,7 @@
 #define APPLY_MAX_BYTES (64u << 20)
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
+#define RS_SCAN_AHEAD   (1ull << 30)   /* how far one hole scan looks past its run */
 #define BARRIERS_MAX    256u
 /* The resync target acknowledges runs once an fdatasync covered them; one flush covers every run
  * written while the previous one ran, and starts early once this many bytes wait for it. */
@@ -215,6 +216,9 @@ struct repl {
 	/* Resync. */
 	bool bm_sent, bm_done_rcvd, resync_running, resync_full, rs_finishing;
 	uint64_t rs_cursor;
+	/* Source: [rs_data_lo, rs_data_hi) was data when last scanned, so runs inside it skip
+	 * the hole scan. A trim since then costs only a read: zeros still travel as a hole. */
+	uint64_t rs_data_lo, rs_data_hi;
 	uint64_t rs_inflight;
 	struct rs_op *rs_reading; /* being read: application writes to these blocks wait */
 	struct rs_op *rs_sent;    /* queued to the peer, waiting for RS_ACK */

@@ -109,6 +109,7 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 	r->link = source ? LINK_SYNC_SOURCE : LINK_SYNC_TARGET;
 	r->bm_done_rcvd = false;
 	r->rs_cursor = 0;
+	r->rs_data_lo = r->rs_data_hi = 0;
 	r->rs_inflight = 0;
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_hole_bytes = 0;
 	r->rs_start = ev_now(r->p.loop);
@@ -338,6 +339,32 @@ void resync_send_op(struct repl *r, struct rs_op *op)
 	tstream_send(r->data, it);
 }
 
+static void rs_io_done(struct io_req *req);
+
+/* Stage 1 of a run: read it. -1 when it could not start (the connection is dropped). */
+static int rs_read(struct repl *r, struct rs_op *op)
+{
+	op->stage = 1;
+	op->buf = buf_get(op->len);
+	if (!op->buf) {
+		rs_remove_reading(r, op);
+		r->rs_inflight -= op->len;
+		rs_free(op);
+		repl_drop_connection(r, "out of memory for a resync read");
+		return -1;
+	}
+	memset(&op->io, 0, sizeof(op->io));
+	op->io.op = IO_OP_READ;
+	op->io.fd = volume_fd(r->p.vol);
+	op->io.buf = op->buf;
+	op->io.off = op->off;
+	op->io.len = op->len;
+	op->io.done = rs_io_done;
+	op->io.data = op;
+	io_submit(r->p.io, &op->io);
+	return 0;
+}
+
 static void rs_io_done(struct io_req *req)
 {
 	struct rs_op *op = req->data;
@@ -356,28 +383,16 @@ static void rs_io_done(struct io_req *req)
 		return;
 	}
 	if (op->stage == 0) {
-		/* Hole scan: a run that is all hole at the source needs no read. */
+		/* Hole scan (it looks past the run): a run that is all hole at the source needs no
+		 * read, and the data found ahead spares the next runs their scans. */
 		if (req->map_count >= 1 && op->map[0].hole && op->map[0].len >= op->len) {
 			op->hole = true;
 		} else {
-			op->stage = 1;
-			op->buf = buf_get(op->len);
-			if (!op->buf) {
-				rs_remove_reading(r, op);
-				r->rs_inflight -= op->len;
-				rs_free(op);
-				repl_drop_connection(r, "out of memory for a resync read");
-				return;
+			if (req->map_count >= 1 && !op->map[0].hole) {
+				r->rs_data_lo = op->off;
+				r->rs_data_hi = op->off + op->map[0].len;
 			}
-			memset(&op->io, 0, sizeof(op->io));
-			op->io.op = IO_OP_READ;
-			op->io.fd = volume_fd(r->p.vol);
-			op->io.buf = op->buf;
-			op->io.off = op->off;
-			op->io.len = op->len;
-			op->io.done = rs_io_done;
-			op->io.data = op;
-			io_submit(r->p.io, &op->io);
+			rs_read(r, op);
 			return;
 		}
 	}
@@ -465,20 +480,26 @@ void resync_pump(struct repl *r)
 		op->id = ++r->rs_next_id;
 		op->off = off;
 		op->len = (uint32_t)(last - off);
-		op->io.op = IO_OP_SEEKMAP;
-		op->io.fd = volume_fd(r->p.vol);
-		op->io.off = off;
-		op->io.len = op->len;
-		op->io.map = op->map;
-		op->io.map_max = 1;
-		op->io.done = rs_io_done;
-		op->io.data = op;
 		op->next = r->rs_reading;
 		r->rs_reading = op;
 		r->rs_inflight += op->len;
 		r->rs_cursor = end;
 		rsctl_consume(&r->rsctl, op->len);
 		budget = budget > op->len ? budget - op->len : 0;
+		if (off >= r->rs_data_lo && last <= r->rs_data_hi) {
+			if (rs_read(r, op) < 0)
+				return;
+			continue;
+		}
+		uint64_t size = volume_size(r->p.vol);
+		op->io.op = IO_OP_SEEKMAP;
+		op->io.fd = volume_fd(r->p.vol);
+		op->io.off = off;
+		op->io.len = size - off > RS_SCAN_AHEAD ? RS_SCAN_AHEAD : size - off;
+		op->io.map = op->map;
+		op->io.map_max = 1;
+		op->io.done = rs_io_done;
+		op->io.data = op;
 		io_submit(r->p.io, &op->io);
 	}
 }
