@@ -23,6 +23,8 @@
 #   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
 #                                                                promote to beta UpToDate, versus
 #                                                                a plain TCP copy of SIZE)
+#   RESULT resync_cpu_s_per_gib source=<x> target=<y>           (utime+stime of each hakd over
+#                                                                that resync, per GiB)
 # Not part of `make check`: the numbers are for reading, never a pass/fail. HAK_KEEP_WORK=1 keeps
 # the scratch directory (hakd logs, fio output) for a look afterwards.
 set -euo pipefail
@@ -304,7 +306,7 @@ WORKLOADS=("${WORKLOADS[@]}")
 read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
 RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
-CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=()
+CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() RS_CPU_P=() RS_CPU_S=()
 
 # drop_cache FILE...: write back and evict FILEs' page cache. A sequential prefill leaves large
 # folios, and on kernels with ext4 large folios (6.16+) every 4 KiB buffered write into one walks
@@ -376,12 +378,20 @@ run_config() {
 }
 
 # run_resync: full resync of SIZE (fresh, non-blank metadata on both; alpha promoted with
-# --force). MiB/s from the promotion to beta UpToDate, as full_resync_seconds (lib.sh) times it; appended to RS_MBPS.
+# --force). MiB/s from the promotion to beta UpToDate, as full_resync_seconds (lib.sh) times it;
+# appended to RS_MBPS. The CPU seconds each hakd spent per GiB go to RS_CPU_P and RS_CPU_S: a
+# steadier measure of what a change costs than the rate on this shared machine.
 run_resync() {
-	local rsb
+	local rsb t0p t0s
 	warm_cache
 	pair_start sync ""
+	t0p=$(proc_cpu_ticks "${PIDS[alpha]}")
+	t0s=$(proc_cpu_ticks "${PIDS[beta]}")
 	full_resync_seconds
+	RS_CPU_P+=("$(awk -v a="$t0p" -v b="$(proc_cpu_ticks "${PIDS[alpha]}")" -v s="$SIZE_BYTES" \
+		-v t="$CLK_TCK" 'BEGIN {printf "%.2f", (b - a) / t / (s / 1073741824)}')")
+	RS_CPU_S+=("$(awk -v a="$t0s" -v b="$(proc_cpu_ticks "${PIDS[beta]}")" -v s="$SIZE_BYTES" \
+		-v t="$CLK_TCK" 'BEGIN {printf "%.2f", (b - a) / t / (s / 1073741824)}')")
 	rsb=$(repl alpha bytes_resynced)
 	((rsb >= SIZE_BYTES)) ||
 		echo "bench: alpha reports $rsb bytes resynced, not the whole $SIZE_BYTES" >&2
@@ -459,7 +469,8 @@ for ((r = 0; r < RUNS; r++)); do
 		run_resync
 		run_tcp
 	fi
-	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s, TCP copy ${TCP_MBPS[-1]} MiB/s;" \
+	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s (CPU s/GiB: source" \
+		"${RS_CPU_P[-1]}, target ${RS_CPU_S[-1]}), TCP copy ${TCP_MBPS[-1]} MiB/s;" \
 		"load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 
@@ -497,3 +508,4 @@ fi
 x=$(median %.1f "${RS_MBPS[@]}")
 y=$(median %.1f "${TCP_MBPS[@]}")
 echo "RESULT resync mbps=$x tcp_mbps=$y ratio=$(awk -v a="$x" -v b="$y" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+echo "RESULT resync_cpu_s_per_gib source=$(median %.2f "${RS_CPU_P[@]}") target=$(median %.2f "${RS_CPU_S[@]}")"
