@@ -135,12 +135,10 @@ static void apply_done(struct io_req *req)
 		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
 			r->barriers[i].pending--;
 	if (unsynced) {
+		/* The acks may go in any order: the source finds each run by its id. */
 		apply_release(r, a);
-		a->next = NULL;
-		if (!r->rs_unsynced)
-			r->rs_unsynced_tail = &r->rs_unsynced;
-		*r->rs_unsynced_tail = a;
-		r->rs_unsynced_tail = &a->next;
+		a->next = r->rs_unsynced;
+		r->rs_unsynced = a;
 		r->rs_unsynced_bytes += a->len;
 	} else {
 		apply_free(r, a);

@@ -209,7 +209,7 @@ struct repl {
 	bool data_paused;
 	/* Resync target: runs written but not yet flushed (their RS_ACK waits), and the runs the
 	 * flush in progress covers. */
-	struct apply *rs_unsynced, **rs_unsynced_tail, *rs_syncing;
+	struct apply *rs_unsynced, *rs_syncing;
 	uint64_t rs_unsynced_bytes;
 	unsigned rs_applying; /* resync runs being written */
 
