@@ -19,14 +19,18 @@ struct io_fifo {
 	unsigned n;
 };
 
-/* Worker threads: the whole pool engine, or the two SEEKMAP/CACHE helpers of the uring engine. */
+/* Worker threads: the whole pool engine, or the helpers of the uring engine (SEEKMAP, CACHE and
+ * buffered writes). */
 struct io_pool {
-	pthread_mutex_t lock; /* guards queue, idle, stop */
+	pthread_mutex_t lock; /* guards queue, lane, lane_busy, idle, stop */
 	pthread_cond_t cond;
 	struct io_fifo queue;
+	struct io_fifo lane; /* large buffered writes: one at a time per file (io_pool.c) */
+	int *lane_busy;      /* fds a worker is writing a lane request to, nthreads at most */
+	unsigned lane_nbusy;
 	unsigned idle;     /* workers waiting on cond */
 	unsigned spinning; /* workers polling the queue before they sleep (at most one) */
-	unsigned queued;   /* queue.n, also read without the lock by the spinning worker */
+	unsigned queued;   /* queue.n + lane.n, also read without the lock by the spinning worker */
 	int stop;
 
 	pthread_mutex_t done_lock; /* guards done, loop_waiting */

@@ -272,32 +272,114 @@ static void io_pool_spin(struct io_pool *p)
 	p->spinning--;
 }
 
+/*
+ * The lane: large buffered writes to one file run one at a time. A buffered write holds the
+ * file's inode lock exclusively for the whole copy into the page cache (ext4, xfs, btrfs), so
+ * writers of one file take turns anyway, and every extra writer adds a lock hand-off and a
+ * sleep/wake-up. For 256 KiB copies that doubled the cost on one CPU (fio, one file, one CPU:
+ * 1 writer 1497 MiB/s, 4 writers 769); the resync target and the secondary of a streaming client
+ * write exactly that way. Small writes stay parallel: their copy is short, and with several
+ * writers one can fault in pages or be throttled while another copies. FUA writes stay parallel
+ * too, so that one write's flush never holds up the next.
+ */
+#define IO_POOL_LANE_MIN (128u * 1024u)
+
+static int io_pool_lane_wants(const struct io_req *req)
+{
+	return req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED) && !(req->flags & IO_F_FUA) &&
+	       req->len >= IO_POOL_LANE_MIN;
+}
+
+static int io_pool_lane_fd_busy(const struct io_pool *p, int fd)
+{
+	for (unsigned i = 0; i < p->lane_nbusy; i++)
+		if (p->lane_busy[i] == fd)
+			return 1;
+	return 0;
+}
+
+/* The oldest lane request whose file no worker is writing, or NULL. The lane keeps submission
+ * order and each file's first request is taken first, so one file's writes start in order. With
+ * take, the request leaves the lane and its file becomes busy. Called with p->lock held. */
+static struct io_req *io_pool_lane_next(struct io_pool *p, int take)
+{
+	struct io_req *prev = NULL, *q;
+
+	for (q = p->lane.head; q; prev = q, q = q->next) {
+		if (io_pool_lane_fd_busy(p, q->fd))
+			continue;
+		if (!take)
+			break;
+		if (prev)
+			prev->next = q->next;
+		else
+			p->lane.head = q->next;
+		if (p->lane.tail == q)
+			p->lane.tail = prev;
+		p->lane.n--;
+		q->next = NULL;
+		p->lane_busy[p->lane_nbusy++] = q->fd;
+		break;
+	}
+	return q;
+}
+
+static void io_pool_lane_release(struct io_pool *p, int fd)
+{
+	for (unsigned i = 0; i < p->lane_nbusy; i++) {
+		if (p->lane_busy[i] == fd) {
+			p->lane_busy[i] = p->lane_busy[--p->lane_nbusy];
+			break;
+		}
+	}
+}
+
+static int io_pool_has_work(struct io_pool *p)
+{
+	return p->queue.head || io_pool_lane_next(p, 0);
+}
+
+static void io_pool_set_queued(struct io_pool *p)
+{
+	__atomic_store_n(&p->queued, p->queue.n + p->lane.n, __ATOMIC_RELEASE);
+}
+
 static void *io_pool_worker(void *arg)
 {
 	struct io_pool *p = arg;
 	struct io_req *req;
 	int spun = 1; /* no spin before the first job */
+	int lane, fd;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
-		if (!p->queue.head && !spun)
+		if (!spun && !io_pool_has_work(p))
 			io_pool_spin(p);
 		spun = 1;
-		while (!p->queue.head && !p->stop) {
+		while (!io_pool_has_work(p) && !p->stop) {
 			p->idle++;
 			pthread_cond_wait(&p->cond, &p->lock);
 			p->idle--;
 		}
-		req = io_fifo_pop(&p->queue);
+		/* The lane first: it occupies one worker per file at most, so it cannot starve the
+		 * queue, and the queue could starve it. */
+		req = io_pool_lane_next(p, 1);
+		lane = req != NULL;
+		if (!req)
+			req = io_fifo_pop(&p->queue);
 		/* After a big transfer the next one is no round trip away: sleep. */
 		spun = req && req->len > IO_POOL_SPIN_MAX_LEN;
-		__atomic_store_n(&p->queued, p->queue.n, __ATOMIC_RELEASE);
+		io_pool_set_queued(p);
 		if (!req)
 			break; /* stopping, queue empty */
 		pthread_mutex_unlock(&p->lock);
 		req->res = io_exec(req);
+		/* Read before io_pool_done: from then on the loop owns (and may free) req. */
+		fd = req->fd;
 		io_pool_done(p, req);
 		pthread_mutex_lock(&p->lock);
+		if (lane)
+			io_pool_lane_release(p, fd);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return NULL;
@@ -320,7 +402,8 @@ int io_pool_init(struct io_engine *eng, unsigned nthreads)
 	pthread_mutex_init(&p->done_lock, NULL);
 	p->started = 1;
 	p->threads = calloc(nthreads, sizeof(*p->threads));
-	if (!p->threads) {
+	p->lane_busy = calloc(nthreads, sizeof(*p->lane_busy));
+	if (!p->threads || !p->lane_busy) {
 		err = errno;
 		goto out;
 	}
@@ -361,6 +444,8 @@ void io_pool_exit(struct io_engine *eng)
 		pthread_join(p->threads[i], NULL);
 	free(p->threads);
 	p->threads = NULL;
+	free(p->lane_busy);
+	p->lane_busy = NULL;
 	p->nthreads = 0;
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->cond);
@@ -376,18 +461,24 @@ void io_pool_queue(struct io_engine *eng, struct io_req *req)
 void io_pool_flush(struct io_engine *eng)
 {
 	struct io_pool *p = &eng->pool;
+	struct io_fifo lane = {0}, queue = {0};
+	struct io_req *q;
 	unsigned n = p->batch.n;
 
 	if (!n)
 		return;
 	p->outstanding += n;
-	for (struct io_req *q = p->batch.head; q; q = q->next)
+	while ((q = io_fifo_pop(&p->batch))) {
 		p->small_out += q->len <= IO_POOL_SPIN_MAX_LEN;
+		io_fifo_push(io_pool_lane_wants(q) ? &lane : &queue, q);
+	}
 	pthread_mutex_lock(&p->lock);
-	io_fifo_splice(&p->queue, &p->batch);
-	__atomic_store_n(&p->queued, p->queue.n, __ATOMIC_RELEASE);
+	io_fifo_splice(&p->queue, &queue);
+	io_fifo_splice(&p->lane, &lane);
+	io_pool_set_queued(p);
 	/* A spinning worker takes a job without a wake-up; it rechecks the queue under the lock
-	 * before it sleeps, so skipping the signal cannot lose a job. */
+	 * before it sleeps, so skipping the signal cannot lose a job. A lane request that must wait
+	 * for its file wakes a worker for nothing, which is cheaper than counting. */
 	n -= n < p->spinning ? n : p->spinning;
 	if (n && n >= p->idle)
 		pthread_cond_broadcast(&p->cond);
