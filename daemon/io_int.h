@@ -44,8 +44,9 @@ struct io_pool {
 	pthread_t *threads;
 	unsigned nthreads;
 	int efd;
-	int started;  /* lock, cond and done_lock exist */
-	int may_spin; /* the process may run on two CPUs or more */
+	int started;    /* lock, cond and done_lock exist */
+	int may_spin;   /* the process may run on two CPUs or more */
+	unsigned ncpus; /* CPUs the process may run on, at start */
 };
 
 struct io_ring {

@@ -396,7 +396,10 @@ int io_pool_init(struct io_engine *eng, unsigned nthreads)
 	p->efd = eng->efd;
 	/* Spinning only pays when the thread waited for runs on another CPU meanwhile; pinned to a
 	 * single CPU (taskset, cgroup cpuset), a spinner just delays the thread it waits for. */
-	p->may_spin = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) >= 2;
+	p->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
+	if (!p->ncpus)
+		p->ncpus = 1;
+	p->may_spin = p->ncpus >= 2;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	pthread_mutex_init(&p->done_lock, NULL);
@@ -458,20 +461,40 @@ void io_pool_queue(struct io_engine *eng, struct io_req *req)
 	io_fifo_push(&eng->pool.batch, req);
 }
 
+/*
+ * A buffered write only copies into the page cache: it never waits for the disk (dirty page
+ * throttling aside), so more workers than CPUs cannot finish a batch of them sooner. Each extra
+ * one woken costs a wake-up, a sleep and usually a preemption of the loop thread, and a woken
+ * worker keeps taking jobs until the queue is empty anyway. So a batch wakes at most one worker
+ * per CPU the daemon may run on for these, and one per request for everything else (reads,
+ * direct and FUA writes, syncs), which waits for the device and gains from a deeper queue.
+ * Measured with the replication bench (each daemon pinned to one CPU, 4K random writes, QD32,
+ * sync mode, two alternating pairs): CPU per write 9.1 and 9.3 us against 10.2 and 9.9 on the
+ * primary, 8.4 and 8.4 against 10.3 and 9.0 on the secondary; IOPS 48.4k and 45.3k against
+ * 44.7k and 46.1k, within this machine's noise.
+ */
+static int io_pool_cpu_bound(const struct io_req *req)
+{
+	return req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED) && !(req->flags & IO_F_FUA);
+}
+
 void io_pool_flush(struct io_engine *eng)
 {
 	struct io_pool *p = &eng->pool;
 	struct io_fifo lane = {0}, queue = {0};
 	struct io_req *q;
-	unsigned n = p->batch.n;
+	unsigned n = p->batch.n, cpu_bound = 0;
 
 	if (!n)
 		return;
 	p->outstanding += n;
 	while ((q = io_fifo_pop(&p->batch))) {
 		p->small_out += q->len <= IO_POOL_SPIN_MAX_LEN;
+		cpu_bound += io_pool_cpu_bound(q);
 		io_fifo_push(io_pool_lane_wants(q) ? &lane : &queue, q);
 	}
+	n -= cpu_bound;
+	n += cpu_bound < p->ncpus ? cpu_bound : p->ncpus;
 	pthread_mutex_lock(&p->lock);
 	io_fifo_splice(&p->queue, &queue);
 	io_fifo_splice(&p->lane, &lane);
