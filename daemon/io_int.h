@@ -45,8 +45,7 @@ struct io_pool {
 	unsigned nthreads;
 	int efd;
 	int started;    /* lock, cond and done_lock exist */
-	int may_spin;   /* the process may run on two CPUs or more */
-	unsigned ncpus; /* CPUs the process may run on, at start */
+	unsigned ncpus; /* CPUs the process may run on, at start (workers spin only if ≥ 2) */
 };
 
 struct io_ring {

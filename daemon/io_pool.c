@@ -256,7 +256,7 @@ static void io_pool_spin(struct io_pool *p)
 	struct timespec t0;
 	long ns = 0;
 
-	if (!p->may_spin || p->spinning || p->stop)
+	if (p->ncpus < 2 || p->spinning || p->stop)
 		return;
 	p->spinning++;
 	pthread_mutex_unlock(&p->lock);
@@ -273,6 +273,23 @@ static void io_pool_spin(struct io_pool *p)
 }
 
 /*
+ * A buffered write only copies into the page cache: it never waits for the disk (dirty page
+ * throttling aside), so more workers than CPUs cannot finish a batch of them sooner. Each extra
+ * one woken costs a wake-up, a sleep and usually a preemption of the loop thread, and a woken
+ * worker keeps taking jobs until the queue is empty anyway. So a batch wakes at most one worker
+ * per CPU the daemon may run on for these, and one per request for everything else (reads,
+ * direct and FUA writes, syncs), which waits for the device and gains from a deeper queue.
+ * Measured with the replication bench (each daemon pinned to one CPU, 4K random writes, QD32,
+ * sync mode, two alternating pairs): CPU per write 9.1 and 9.3 us against 10.2 and 9.9 on the
+ * primary, 8.4 and 8.4 against 10.3 and 9.0 on the secondary; IOPS 48.4k and 45.3k against
+ * 44.7k and 46.1k, within this machine's noise.
+ */
+static int io_pool_cpu_bound(const struct io_req *req)
+{
+	return req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED) && !(req->flags & IO_F_FUA);
+}
+
+/*
  * The lane: large buffered writes to one file run one at a time. A buffered write holds the
  * file's inode lock exclusively for the whole copy into the page cache (ext4, xfs, btrfs), so
  * writers of one file take turns anyway, and every extra writer adds a lock hand-off and a
@@ -286,8 +303,7 @@ static void io_pool_spin(struct io_pool *p)
 
 static int io_pool_lane_wants(const struct io_req *req)
 {
-	return req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED) && !(req->flags & IO_F_FUA) &&
-	       req->len >= IO_POOL_LANE_MIN;
+	return io_pool_cpu_bound(req) && req->len >= IO_POOL_LANE_MIN;
 }
 
 static int io_pool_lane_fd_busy(const struct io_pool *p, int fd)
@@ -397,9 +413,6 @@ int io_pool_init(struct io_engine *eng, unsigned nthreads)
 	/* Spinning only pays when the thread waited for runs on another CPU meanwhile; pinned to a
 	 * single CPU (taskset, cgroup cpuset), a spinner just delays the thread it waits for. */
 	p->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
-	if (!p->ncpus)
-		p->ncpus = 1;
-	p->may_spin = p->ncpus >= 2;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	pthread_mutex_init(&p->done_lock, NULL);
@@ -459,23 +472,6 @@ void io_pool_exit(struct io_engine *eng)
 void io_pool_queue(struct io_engine *eng, struct io_req *req)
 {
 	io_fifo_push(&eng->pool.batch, req);
-}
-
-/*
- * A buffered write only copies into the page cache: it never waits for the disk (dirty page
- * throttling aside), so more workers than CPUs cannot finish a batch of them sooner. Each extra
- * one woken costs a wake-up, a sleep and usually a preemption of the loop thread, and a woken
- * worker keeps taking jobs until the queue is empty anyway. So a batch wakes at most one worker
- * per CPU the daemon may run on for these, and one per request for everything else (reads,
- * direct and FUA writes, syncs), which waits for the device and gains from a deeper queue.
- * Measured with the replication bench (each daemon pinned to one CPU, 4K random writes, QD32,
- * sync mode, two alternating pairs): CPU per write 9.1 and 9.3 us against 10.2 and 9.9 on the
- * primary, 8.4 and 8.4 against 10.3 and 9.0 on the secondary; IOPS 48.4k and 45.3k against
- * 44.7k and 46.1k, within this machine's noise.
- */
-static int io_pool_cpu_bound(const struct io_req *req)
-{
-	return req->op == IO_OP_WRITE && (req->flags & IO_F_BUFFERED) && !(req->flags & IO_F_FUA);
 }
 
 void io_pool_flush(struct io_engine *eng)
@@ -541,7 +537,7 @@ unsigned io_pool_wait_briefly(struct io_engine *eng)
 	struct timespec t0;
 	long ns = 0;
 
-	if (!p->may_spin || !p->outstanding || p->outstanding > IO_POOL_LOOP_SPIN_MAXQ ||
+	if (p->ncpus < 2 || !p->outstanding || p->outstanding > IO_POOL_LOOP_SPIN_MAXQ ||
 	    p->small_out < p->outstanding)
 		return 0;
 	pthread_mutex_lock(&p->done_lock);

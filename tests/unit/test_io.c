@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -342,7 +343,7 @@ END_TEST
 #define LANE_LEN    (256 * KIB)
 
 struct lane_log {
-	unsigned order[2 * LANE_WRITES];
+	unsigned order[LANE_WRITES];
 	unsigned n;
 };
 
@@ -413,6 +414,53 @@ START_TEST(test_lane)
 	free(r);
 	free(sbuf);
 	close(fds[1]);
+	teardown();
+}
+END_TEST
+
+/* Pinned to one CPU, a batch of buffered writes wakes a single worker (io_pool_cpu_bound); that
+ * worker must still get through the whole batch, lane writes included, and no request may be
+ * left without a worker. */
+START_TEST(test_one_cpu_batch)
+{
+	static struct io_req reqs[MANY + 2];
+	uint8_t *w = abuf(MANY * 4 * KIB), *big = abuf(LANE_LEN), *r = abuf(MANY * 4 * KIB);
+	cpu_set_t one;
+	int calls = 0;
+
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	/* Check runs each test in its own child, so the pinning ends with it. */
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	setup(_i, 16);
+	pattern(w, MANY * 4 * KIB, 0, 30);
+	pattern(big, LANE_LEN, 0, 31);
+	/* Two lane writes, first and in the middle of the batch, among MANY scattered 4K ones. */
+	for (unsigned i = 0, k = 0; i < MANY + 2; i++) {
+		int is_big = i == 0 || i == MANY / 2;
+		unsigned blk = is_big ? 0 : (k++ * 7) % MANY;
+
+		reqs[i] = (struct io_req){.op = IO_OP_WRITE,
+		                          .flags = IO_F_BUFFERED,
+		                          .fd = fd,
+		                          .buf = is_big ? big : w + blk * 4 * KIB,
+		                          .off = is_big ? MANY * 4 * KIB : blk * 4 * KIB,
+		                          .len = is_big ? LANE_LEN : 4 * KIB,
+		                          .done = count_done,
+		                          .data = &calls};
+		ck_assert_int_eq(io_submit(eng, &reqs[i]), 0);
+	}
+	ck_assert_int_eq(io_drain(eng, 20.0), 0);
+	ck_assert_int_eq(calls, MANY + 2);
+	for (unsigned i = 0; i < MANY + 2; i++)
+		ck_assert_int_eq(reqs[i].res, (int64_t)reqs[i].len);
+	ck_assert_int_eq(do_io(IO_OP_READ, 0, fd, r, 0, MANY * 4 * KIB), (int64_t)(MANY * 4 * KIB));
+	ck_assert_mem_eq(r, w, MANY * 4 * KIB);
+	ck_assert_int_eq(do_io(IO_OP_READ, 0, fd, r, MANY * 4 * KIB, LANE_LEN), (int64_t)LANE_LEN);
+	ck_assert_mem_eq(r, big, LANE_LEN);
+	free(w);
+	free(big);
+	free(r);
 	teardown();
 }
 END_TEST
@@ -818,6 +866,7 @@ static Suite *io_suite(void)
 	tcase_add_loop_test(tc, test_many, IO_KIND_URING, IO_KIND_POOL + 1);
 	tcase_add_loop_test(tc, test_chain, IO_KIND_URING, IO_KIND_POOL + 1);
 	tcase_add_loop_test(tc, test_lane, IO_KIND_URING, IO_KIND_POOL + 1);
+	tcase_add_loop_test(tc, test_one_cpu_batch, IO_KIND_URING, IO_KIND_POOL + 1);
 	tcase_add_loop_test(tc, test_punch, IO_KIND_URING, IO_KIND_POOL + 1);
 	tcase_add_loop_test(tc, test_zero, IO_KIND_URING, IO_KIND_POOL + 1);
 	tcase_add_loop_test(tc, test_seekmap, IO_KIND_URING, IO_KIND_POOL + 1);
