@@ -2,6 +2,7 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #define MIN_SHIFT   12           /* 4 KiB */
@@ -42,12 +43,31 @@ void *buf_get(size_t len)
 	return p;
 }
 
+void *buf_get_at(size_t len, size_t at)
+{
+	if (at < 1 || at > 4096 - sizeof(size_t)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	size_t head = 4096 - at, size = len + head;
+	unsigned char *base = buf_get(size);
+	if (!base)
+		return NULL;
+	/* The head holds at least a size_t, and buf_put finds it by rounding down: the buffer is
+	 * 4096-aligned and the head shorter than a page. */
+	*(size_t *)base = size;
+	return base + head;
+}
+
 void buf_put(void *p, size_t len)
 {
-	unsigned c = buf_class(len ? len : 1);
-
 	if (!p)
 		return;
+	if ((uintptr_t)p & 4095) {
+		p = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+		len = *(size_t *)p;
+	}
+	unsigned c = buf_class(len ? len : 1);
 	if (c > MAX_SHIFT || cached + ((size_t)1 << c) > CACHE_LIMIT) {
 		free(p);
 		return;

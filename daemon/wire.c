@@ -258,6 +258,13 @@ uint32_t wire_io_data_off(const struct wire_hdr *h)
 	return WIRE_IO_SIZE + ((h->flags & WIRE_F_CRC) ? WIRE_CRC_SIZE : 0);
 }
 
+uint32_t wire_payload_align(const struct wire_hdr *h)
+{
+	if (h->type != WIRE_DATA && h->type != WIRE_RS_DATA)
+		return 0;
+	return h->len > wire_io_data_off(h) ? wire_io_data_off(h) : 0;
+}
+
 void wire_put_id(uint8_t *out, uint64_t id)
 {
 	nbd_put64(out, id);

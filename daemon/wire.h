@@ -63,6 +63,10 @@ int wire_io_decode(const struct wire_hdr *h, const uint8_t *in, uint64_t size, u
 
 /* Where the data starts in a DATA / RS_DATA payload: after the fixed part and the checksum. */
 uint32_t wire_io_data_off(const struct wire_hdr *h);
+/* Where the payload of a received frame should be page-aligned: the data of DATA and RS_DATA,
+ * which the secondary writes straight from the receive buffer (O_DIRECT needs it aligned);
+ * 0 for every other frame. */
+uint32_t wire_payload_align(const struct wire_hdr *h);
 /*
  * READ_REPLY: u64 id, u32 status (0 or an errno of the peer's read), then want_len bytes of data
  * when status is 0. decode checks the frame length against the read it answers (want_len, which

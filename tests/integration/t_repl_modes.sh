@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # timeout: 240
-# Replication in each mode (sync, memsync, async), one fresh pair per mode, one after the other:
+# Replication in each mode (sync, memsync, async), one fresh pair per mode, one after the other,
+# and sync once more with direct-io on both nodes (O_DIRECT backing files: every payload the
+# secondary writes and every run the resync source reads must be aligned, or the kernel says EINVAL):
 #   1. both nodes start fresh (no-sync by rule both-fresh); 'primary --force' on alpha makes its
 #      data the reference and a full resync to beta follows;
 #   2. beta, the secondary, refuses NBD clients with a reason that names its role;
 #   3. fio random 4k writes at QD32 for 4 s over NBD, a 1 MiB sequential pattern write and a flush
 #      against alpha; the peer acknowledges them (sync/memsync: no second resync was needed);
+#      With direct-io, alpha then disconnects, writes 4 MiB and reconnects: a resync of data;
 #   4. once both sides are in sync with nothing in flight, both nodes stop cleanly and the two
-#      backing files must be byte-identical and hold the pattern.
+#      backing files must be byte-identical and hold the pattern, and neither log reports a
+#      failed write.
 # Each mode runs in a child invocation of this script (own namespaces, scratch directory and
 # cleanup), so a failing mode leaves nothing behind for the next.
 # shellcheck source=tests/integration/lib.sh
@@ -38,6 +42,10 @@ settled() {
 
 run_mode() {
 	local mode=$1 t0 rs0 out a b
+	if [[ $mode == sync-direct ]]; then
+		mode=sync
+		PAIR_EXTRA="direct-io yes"
+	fi
 	pair_setup "$mode" "$SIZE"
 	pair_report_logs
 	wait_repl alpha link Connected 20
@@ -77,6 +85,22 @@ run_mode() {
 		fail "qemu-io pattern write + flush on alpha ($mode): $out"
 	log "$mode: fio wrote $kib KiB ($iops IOPS), plus 1 MiB of 0xa5 at $PAT_OFF and a flush"
 
+	if [[ -n ${PAIR_EXTRA:-} ]]; then
+		# 3b. A resync of real data (the initial one only punched holes): 4 MiB written while
+		# disconnected reach beta as RS_DATA runs, read and written with O_DIRECT.
+		wait_synced 60
+		rs0=$(repl alpha bytes_resynced)
+		out=$(hk alpha disconnect db 2>&1) || fail "disconnect on alpha: $out"
+		wait_repl alpha link StandAlone 20
+		out=$(qemu-io -f raw -c "write -P 0x3c $((PAT_OFF + 8 * MiB)) 4M" -c flush \
+			"$(node_uri alpha)" 2>&1) || fail "qemu-io write on disconnected alpha ($mode): $out"
+		out=$(hk alpha connect db 2>&1) || fail "connect on alpha: $out"
+		wait_synced 60
+		a=$(($(repl alpha bytes_resynced) - rs0))
+		((a >= 4 * MiB)) || fail "the resync after the disconnect moved $a bytes, want >= 4 MiB"
+		log "$mode ($PAIR_EXTRA): resync after the disconnect moved $a bytes"
+		rs0=$(repl alpha resyncs_completed)
+	fi
 	settled
 	if [[ $mode != async ]]; then
 		# The writes reached beta through the replication stream, not through a later resync.
@@ -90,6 +114,8 @@ run_mode() {
 	# 4. Identical copies.
 	node_stop alpha
 	node_stop beta
+	out=$(grep -h -E 'hakd err:|failed to write|failed a ' "$WORK/alpha.log" "$WORK/beta.log" | head -3 || true)
+	[[ -z $out ]] || fail "a node reported failed writes ($mode${PAIR_EXTRA:+, $PAIR_EXTRA}): $out"
 	a=$(sha256sum <"$(backing alpha)")
 	b=$(sha256sum <"$(backing beta)")
 	assert_eq "$b" "$a" "sha256 of beta's backing file vs alpha's ($mode)"
@@ -105,7 +131,7 @@ if [[ -n ${REPL_MODE:-} ]]; then
 	exit 0
 fi
 
-for m in sync memsync async; do
+for m in sync memsync async sync-direct; do
 	t0=$(date +%s.%N)
 	REPL_MODE=$m bash "$0" || fail "mode $m failed"
 	log "mode $m passed in $(elapsed_since "$t0") s"

@@ -142,6 +142,18 @@ START_TEST(io_ranges)
 	wire_io_encode(b, &io);
 	ck_assert_int_eq(wire_io_decode(&hh, b, size, 512, &out, err, sizeof(err)), 0);
 	ck_assert_uint_eq(wire_io_data_off(&hh), WIRE_IO_SIZE);
+	ck_assert_uint_eq(wire_payload_align(&hh), 0); /* nothing to write from the buffer */
+
+	/* Where a received payload is aligned: at the data of writes, nowhere for other frames. */
+	struct wire_hdr d = {.type = WIRE_DATA, .len = WIRE_IO_SIZE + 4096};
+	ck_assert_uint_eq(wire_payload_align(&d), WIRE_IO_SIZE);
+	d.flags = WIRE_F_CRC;
+	d.len += WIRE_CRC_SIZE;
+	ck_assert_uint_eq(wire_payload_align(&d), WIRE_IO_SIZE + WIRE_CRC_SIZE);
+	d.type = WIRE_RS_DATA;
+	ck_assert_uint_eq(wire_payload_align(&d), WIRE_IO_SIZE + WIRE_CRC_SIZE);
+	d.type = WIRE_READ_REPLY;
+	ck_assert_uint_eq(wire_payload_align(&d), 0);
 }
 END_TEST
 
