@@ -184,9 +184,10 @@ static void print_volume(json_t *v)
 	print_verify(json_object_get(r, "verify"));
 	json_t *al = json_object_get(r, "activity_log");
 	if (al)
-		printf("  activity log: %lld of %lld extents hot, %lld updates written\n",
+		printf("  activity log: %lld of %lld extents hot (%lld held until the peer's disk "
+		       "has them), %lld updates written\n",
 		       (long long)geti(al, "hot"), (long long)geti(al, "extents"),
-		       (long long)geti(al, "writes"));
+		       (long long)geti(al, "unstable"), (long long)geti(al, "writes"));
 	if (json_is_true(json_object_get(r, "split_brain")))
 		printf(
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "

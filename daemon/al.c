@@ -24,6 +24,7 @@ struct slot {
 	uint32_t ext;      /* extent in memory (AL_EXT_NONE: empty) */
 	uint32_t disk_ext; /* extent as of the last committed transaction */
 	uint32_t refs;
+	uint64_t pin;        /* 1 + newest unstable sequence written to it (0: none); see al_pin */
 	uint32_t prev, next; /* LRU list, head = most recently used */
 	uint32_t hnext;      /* hash chain */
 	uint8_t state;
@@ -39,6 +40,8 @@ struct al {
 	uint32_t queued[AL_UPDATES_MAX], nqueued;
 	uint32_t writing[AL_UPDATES_MAX], nwriting;
 	uint32_t rfirst[AL_RANGES], rcount[AL_RANGES], rrefs[AL_RANGES];
+	uint64_t rpin[AL_RANGES];
+	uint64_t stable;           /* sequences below this are stable (al_stable) */
 	uint8_t rstate[AL_RANGES]; /* enum range_state */
 	uint32_t ctx_pos;
 	uint64_t seq; /* of the next transaction */
@@ -188,15 +191,21 @@ static void ext_span(const struct al *al, uint64_t off, uint64_t len, uint32_t *
 		*first = *last;
 }
 
-/* A slot for ext: the least recently used one nobody references and no transaction holds. */
+static bool pinned(const struct al *al, uint64_t pin)
+{
+	return pin > al->stable;
+}
+
+/* A slot for ext: the least recently used one nobody references, no transaction holds and no
+ * unstable write pins. */
 static uint32_t take_victim(struct al *al, uint32_t ext)
 {
 	uint32_t v = al->lru_tail;
 
 	if (al->nqueued >= AL_UPDATES_MAX)
 		return NIL;
-	while (v != NIL &&
-	       (al->s[v].refs || al->s[v].state == S_QUEUED || al->s[v].state == S_WRITING))
+	while (v != NIL && (al->s[v].refs || al->s[v].state == S_QUEUED ||
+	                    al->s[v].state == S_WRITING || pinned(al, al->s[v].pin)))
 		v = al->s[v].prev;
 	if (v == NIL)
 		return NIL;
@@ -206,6 +215,7 @@ static uint32_t take_victim(struct al *al, uint32_t ext)
 		al->evictions++;
 	}
 	s->ext = ext;
+	s->pin = 0;
 	s->state = S_QUEUED;
 	hash_add(al, v);
 	lru_touch(al, v);
@@ -235,6 +245,7 @@ static int range_begin(struct al *al, uint32_t first, uint32_t count)
 	if (free_idx >= 0) {
 		al->rfirst[free_idx] = first;
 		al->rcount[free_idx] = count;
+		al->rpin[free_idx] = 0;
 		al->rstate[free_idx] = R_QUEUED;
 	}
 	return 0;
@@ -309,7 +320,7 @@ bool al_end_io(struct al *al, uint64_t off, uint64_t len)
 	if (last - first + 1 > AL_REQ_EXTENTS_MAX) {
 		int i = range_find(al, first, last - first + 1);
 
-		if (i >= 0 && --al->rrefs[i] == 0) {
+		if (i >= 0 && --al->rrefs[i] == 0 && !pinned(al, al->rpin[i])) {
 			/* Dropped from disk lazily, with the next transaction. */
 			al->rstate[i] = R_FREEING;
 			freed = true;
@@ -319,10 +330,43 @@ bool al_end_io(struct al *al, uint64_t off, uint64_t len)
 	for (uint32_t e = first; e <= last; e++) {
 		uint32_t i = lookup(al, e);
 
-		if (i != NIL && al->s[i].refs && --al->s[i].refs == 0)
+		if (i != NIL && al->s[i].refs && --al->s[i].refs == 0 && !pinned(al, al->s[i].pin))
 			freed = true;
 	}
 	return freed;
+}
+
+void al_pin(struct al *al, uint64_t off, uint64_t len, uint64_t seq)
+{
+	uint32_t first, last;
+
+	ext_span(al, off, len, &first, &last);
+	if (last - first + 1 > AL_REQ_EXTENTS_MAX) {
+		/* A wide request holds the range slot of exactly its span (range_begin). */
+		for (unsigned i = 0; i < AL_RANGES; i++)
+			if (al->rstate[i] == R_HOT && al->rfirst[i] == first &&
+			    al->rcount[i] == last - first + 1)
+				al->rpin[i] = seq + 1;
+		return;
+	}
+	for (uint32_t e = first; e <= last; e++) {
+		uint32_t i = lookup(al, e);
+
+		if (i != NIL)
+			al->s[i].pin = seq + 1;
+	}
+}
+
+bool al_stable(struct al *al, uint64_t below)
+{
+	if (below <= al->stable)
+		return false;
+	al->stable = below;
+	for (unsigned i = 0; i < AL_RANGES; i++)
+		if (al->rstate[i] == R_HOT && al->rrefs[i] == 0 && !pinned(al, al->rpin[i]))
+			al->rstate[i] = R_FREEING;
+	/* Slots need no walk: take_victim tests each candidate's pin against the new mark. */
+	return true;
 }
 
 bool al_tr_pending(const struct al *al)
@@ -626,6 +670,7 @@ void al_stats(const struct al *al, struct al_stats *out)
 
 		out->hot += s->state == S_HOT;
 		out->busy += s->refs > 0;
+		out->unstable += s->ext != AL_EXT_NONE && pinned(al, s->pin);
 		out->pending += s->state == S_QUEUED || s->state == S_WRITING;
 	}
 	for (unsigned i = 0; i < AL_RANGES; i++)

@@ -100,6 +100,17 @@ int al_begin_io(struct al *al, uint64_t off, uint64_t len);
 void al_ref_io(struct al *al, uint64_t off, uint64_t len);
 /* Drop one reference; true when an extent became evictable (a waiter may progress now). */
 bool al_end_io(struct al *al, uint64_t off, uint64_t len);
+/*
+ * The peer acknowledged a write it may still lose in a power cut: the range, which must be
+ * referenced, stays hot until al_stable passes seq, even after its last reference is gone. Else
+ * both nodes losing power could leave a block that differs with neither the bitmap nor the
+ * on-disk log knowing it (DRBD, too, keeps the extent until the barrier ack). seq is a
+ * transfer-log sequence; a later pin of the same extent replaces an earlier one.
+ */
+void al_pin(struct al *al, uint64_t off, uint64_t len, uint64_t seq);
+/* Every sequence below `below` is stable (barrier acknowledged, or in the bitmap once the peer
+ * is gone). True when the mark moved, so a waiter may progress. */
+bool al_stable(struct al *al, uint64_t below);
 
 /* Whether changes wait for a transaction. */
 bool al_tr_pending(const struct al *al);
@@ -134,7 +145,8 @@ struct al_stats {
 	uint32_t busy;
 	uint32_t pending;
 	uint32_t ranges;
-	uint64_t seq; /* last committed */
+	uint32_t unstable; /* hot, pinned by a write the peer has not made stable */
+	uint64_t seq;      /* last committed */
 	uint64_t hits, misses, evictions;
 };
 void al_stats(const struct al *al, struct al_stats *out);

@@ -221,6 +221,10 @@ static void tr_kick(struct al_io *a)
 	if (a->busy || a->failed || !al_tr_pending(a->al))
 		return;
 	slot = al_tr_build(a->al, a->buf, &evicts);
+	/* Slots are being recycled: the next ones will be those unstable writes pin now, so get
+	 * them stable while this transaction is written (DRBD, too, starts an epoch here). */
+	if (evicts && a->p.want_stable)
+		a->p.want_stable(a->p.ctx);
 	/* An extent leaves the hot set on disk: its bitmap bits must be there first. */
 	if (evicts && bitmap_dirty_pages(a->p.bm) && meta_flush_bitmap(a->p.meta, a->p.bm) < 0) {
 		al_io_broken(a, "bitmap-write");
@@ -249,6 +253,13 @@ static void tr_kick(struct al_io *a)
 	}
 }
 
+/* Waiters that only freed slots can help: ask for the unstable ones to become stable. */
+static void starve_check(struct al_io *a)
+{
+	if (a->wait_head && !a->busy && !a->failed && !al_tr_pending(a->al) && a->p.want_stable)
+		a->p.want_stable(a->p.ctx);
+}
+
 static void waiters_retry(struct al_io *a)
 {
 	struct vol_io *list = a->wait_head;
@@ -271,6 +282,7 @@ static void waiters_retry(struct al_io *a)
 		a->wait_tail = vio;
 	}
 	tr_kick(a);
+	starve_check(a);
 }
 
 static void tr_done(struct io_req *req)
@@ -327,10 +339,12 @@ int al_io_gate(struct al_io *a, struct vol_io *vio)
 	else
 		a->wait_head = vio;
 	a->wait_tail = vio;
-	if (a->failed)
+	if (a->failed) {
 		kick_soon(a); /* fails it from the loop, never inside the submitter's call */
-	else
+	} else {
 		tr_kick(a);
+		starve_check(a);
+	}
 	return 0;
 }
 
@@ -342,6 +356,17 @@ void al_io_ref(struct al_io *a, uint64_t off, uint64_t len)
 void al_io_put(struct al_io *a, uint64_t off, uint64_t len)
 {
 	if (al_end_io(a->al, off, len) && a->wait_head)
+		kick_soon(a);
+}
+
+void al_io_pin(struct al_io *a, uint64_t off, uint64_t len, uint64_t seq)
+{
+	al_pin(a->al, off, len, seq);
+}
+
+void al_io_stable(struct al_io *a, uint64_t below)
+{
+	if (al_stable(a->al, below) && a->wait_head)
 		kick_soon(a);
 }
 
@@ -367,12 +392,12 @@ json_t *al_io_status_json(const struct al_io *a)
 	al_stats(a->al, &st);
 	for (const struct vol_io *v = a->wait_head; v; v = v->rnext)
 		waiting++;
-	return json_pack("{s:i, s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:b}",
+	return json_pack("{s:i, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:b}",
 	                 "extents", (int)st.n_slots, "extent_size", (json_int_t)a->p.ext_size,
 	                 "coverage_bytes", (json_int_t)((uint64_t)st.n_slots * a->p.ext_size),
-	                 "hot", (int)st.hot, "busy", (int)st.busy, "waiting", (int)waiting,
-	                 "ranges", (int)st.ranges, "seq", (json_int_t)st.seq, "writes",
-	                 (json_int_t)a->writes, "hits", (json_int_t)st.hits, "misses",
-	                 (json_int_t)st.misses, "evictions", (json_int_t)st.evictions, "failed",
-	                 a->failed);
+	                 "hot", (int)st.hot, "busy", (int)st.busy, "unstable", (int)st.unstable,
+	                 "waiting", (int)waiting, "ranges", (int)st.ranges, "seq",
+	                 (json_int_t)st.seq, "writes", (json_int_t)a->writes, "hits",
+	                 (json_int_t)st.hits, "misses", (json_int_t)st.misses, "evictions",
+	                 (json_int_t)st.evictions, "failed", a->failed);
 }

@@ -40,6 +40,10 @@ struct al_io_params {
 	uint64_t vol_size;
 	/* A gated request may go on (err 0) or must fail (positive errno). */
 	void (*resume)(void *ctx, struct vol_io *vio, int err);
+	/* Optional: slots are short (a transaction recycles hot ones, or requests wait that only
+	 * freed slots can help). The caller should make its unstable writes stable soon (end its
+	 * epoch) rather than let them hold slots until a timer does. */
+	void (*want_stable)(void *ctx);
 	void *ctx;
 };
 
@@ -63,8 +67,11 @@ int al_io_gate(struct al_io *a, struct vol_io *vio);
 /* One more reference for a range that is held (the copy in flight to the peer). */
 void al_io_ref(struct al_io *a, uint64_t off, uint64_t len);
 void al_io_put(struct al_io *a, uint64_t off, uint64_t len);
+/* The peer acknowledges writes before they are stable: al_pin / al_stable (al.h). */
+void al_io_pin(struct al_io *a, uint64_t off, uint64_t len, uint64_t seq);
+void al_io_stable(struct al_io *a, uint64_t below);
 
-/* {"extents":N, "extent_size":B, "hot":N, "busy":N, "waiting":N, "writes":N, ...} */
+/* {"extents":N, "extent_size":B, "hot":N, "busy":N, "unstable":N, "waiting":N, "writes":N, ...} */
 json_t *al_io_status_json(const struct al_io *a);
 
 #endif

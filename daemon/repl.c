@@ -1120,6 +1120,7 @@ static int repl_open_al(struct repl *r, char *err, size_t errlen)
 	                          .ext_size = vc->al_extent_size,
 	                          .vol_size = r->sb.size,
 	                          .resume = ship_al_resume,
+	                          .want_stable = ship_al_want_stable,
 	                          .ctx = r};
 	char aerr[512];
 	if (al_io_open(&ap, r->crashed_primary, &r->al_tail, &r->alio, aerr, sizeof(aerr)) < 0) {

@@ -288,6 +288,8 @@ void ship_unstable_lost(struct repl *r);
 void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 /* The activity log let a held write go (err 0) or failed it. */
 void ship_al_resume(void *ctx, struct vol_io *vio, int err);
+/* The activity log is short of slots: end the open epoch now, so its barrier ack frees them. */
+void ship_al_want_stable(void *ctx);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
 void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)

@@ -206,6 +206,8 @@ static void ship_log_range(struct repl *r, uint64_t off, uint64_t len)
 	bool was_empty = r->tl.epoch_writes == 0;
 	if (tlog_add(&r->tl, off, len) < 0)
 		return;
+	if (r->alio)
+		al_io_pin(r->alio, off, len, r->tl.head - 1);
 	if (epoch_due(r))
 		ship_epoch_close(r);
 	else if (was_empty && !ev_is_active(&r->epoch_timer)) {
@@ -243,6 +245,9 @@ void ship_unstable_lost(struct repl *r)
 {
 	struct unstable_sum u = {.r = r};
 	tlog_drain(&r->tl, unstable_mark, &u);
+	/* In the bitmap now, which the log persists before it lets any of these extents go. */
+	if (r->alio)
+		al_io_stable(r->alio, r->tl.tail);
 	ev_timer_stop(r->p.loop, &r->epoch_timer);
 	if (u.ranges)
 		repl_log(r, LOG_LVL_INFO,
@@ -287,6 +292,13 @@ void ship_wait_pump(struct repl *r)
 		}
 		volume_resume(vio);
 	}
+}
+
+void ship_al_want_stable(void *ctx)
+{
+	struct repl *r = ctx;
+	if (replicating(r))
+		ship_epoch_close(r);
 }
 
 /* An activity-log transaction made vio's extents hot (or failed). */
@@ -469,6 +481,8 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
 	if (barrier) {
 		tlog_stable(&r->tl, p->tl_seq);
+		if (r->alio)
+			al_io_stable(r->alio, r->tl.tail);
 		if (p->auto_barrier)
 			r->auto_barriers--;
 	}

@@ -185,6 +185,93 @@ START_TEST(wide_request_range)
 }
 END_TEST
 
+/* Writes the peer acknowledged but has not made stable keep their extents hot: a double power
+ * loss must find them in the ring (or in the bitmap). */
+START_TEST(pinned_until_stable)
+{
+	struct al *al;
+	struct al_stats st;
+	bool ev;
+
+	ck_assert_int_eq(al_create(64, 22, VOL, 1, &al), 0);
+	for (uint32_t e = 0; e < 64; e++)
+		al_begin_io(al, (uint64_t)e * 4 * MiB, 4096);
+	commit(al, NULL);
+	/* Each extent gets one write, pinned by transfer-log sequence 100 + e, then completes. */
+	for (uint32_t e = 0; e < 64; e++) {
+		ck_assert_int_eq(al_begin_io(al, (uint64_t)e * 4 * MiB, 4096), 1);
+		al_pin(al, (uint64_t)e * 4 * MiB, 4096, 100 + e);
+		ck_assert(!al_end_io(al, (uint64_t)e * 4 * MiB, 4096)); /* pinned: not evictable */
+	}
+	al_stats(al, &st);
+	ck_assert_uint_eq(st.busy, 0);
+	ck_assert_uint_eq(st.unstable, 64);
+	/* No slot for a cold extent, and nothing queued, while every write is unstable. */
+	ck_assert_int_eq(al_begin_io(al, 200 * 4 * MiB, 4096), 0);
+	ck_assert(!al_tr_pending(al));
+	/* A stable mark below every pin changes nothing. */
+	ck_assert(al_stable(al, 100));
+	ck_assert_int_eq(al_begin_io(al, 200 * 4 * MiB, 4096), 0);
+	ck_assert(!al_tr_pending(al));
+	ck_assert(!al_stable(al, 100)); /* the mark did not move */
+	/* Sequences 100 and 101 stable: extents 0 and 1 may go, the least recently used first. */
+	ck_assert(al_stable(al, 102));
+	al_stats(al, &st);
+	ck_assert_uint_eq(st.unstable, 62);
+	ck_assert_int_eq(al_begin_io(al, 200 * 4 * MiB, 4096), 0);
+	ck_assert(al_tr_pending(al));
+	commit(al, &ev);
+	ck_assert(ev);
+	ck_assert_int_eq(al_begin_io(al, 200 * 4 * MiB, 4096), 1);
+	ck_assert_int_eq(al_begin_io(al, 1 * 4 * MiB, 4096), 1); /* still hot */
+	ck_assert_int_eq(al_begin_io(al, 2 * 4 * MiB, 4096), 1); /* still hot */
+	ck_assert_int_eq(al_begin_io(al, 0 * 4 * MiB, 4096), 0); /* evicted */
+	/* A newer pin replaces an older one: extent 2 written again at 500 stays past 102. */
+	al_pin(al, 2 * 4 * MiB, 4096, 500);
+	al_end_io(al, 2 * 4 * MiB, 4096);
+	ck_assert(al_stable(al, 200));
+	al_stats(al, &st);
+	ck_assert_uint_eq(st.unstable, 1);
+	ck_assert(al_stable(al, 501));
+	al_stats(al, &st);
+	ck_assert_uint_eq(st.unstable, 0);
+	al_free(al);
+}
+END_TEST
+
+/* A wide request's range stays in the ring while pinned, and leaves once stable. */
+START_TEST(pinned_range)
+{
+	struct al *al;
+	struct al_recovered rec;
+	char err[256];
+	bool ev;
+
+	memset(ring, 0, sizeof(ring));
+	ck_assert_int_eq(al_create(64, 22, VOL, 1, &al), 0);
+	ck_assert_int_eq(al_begin_io(al, 0, 1ull << 30), 0);
+	commit(al, NULL);
+	ck_assert_int_eq(al_begin_io(al, 0, 1ull << 30), 1);
+	al_pin(al, 0, 1ull << 30, 7);
+	ck_assert(!al_end_io(al, 0, 1ull << 30));
+	commit(al, &ev);
+	ck_assert(!ev);
+	ck_assert_int_eq(al_recover(ring, &rec, err, sizeof(err)), 0);
+	ck_assert_uint_eq(rec.n_ext, 256);
+	al_recovered_free(&rec);
+	/* The same range again while pinned: hot at once, no transaction. */
+	ck_assert_int_eq(al_begin_io(al, 0, 1ull << 30), 1);
+	ck_assert(!al_end_io(al, 0, 1ull << 30));
+	ck_assert(al_stable(al, 8));
+	commit(al, &ev);
+	ck_assert(ev);
+	ck_assert_int_eq(al_recover(ring, &rec, err, sizeof(err)), 0);
+	ck_assert_uint_eq(rec.n_ext, 0);
+	al_recovered_free(&rec);
+	al_free(al);
+}
+END_TEST
+
 START_TEST(codec_roundtrip_and_corruption)
 {
 	struct al *al;
@@ -376,6 +463,8 @@ int main(void)
 	tcase_add_test(t, lru_eviction);
 	tcase_add_test(t, all_busy_waits);
 	tcase_add_test(t, wide_request_range);
+	tcase_add_test(t, pinned_until_stable);
+	tcase_add_test(t, pinned_range);
 	tcase_add_test(t, codec_roundtrip_and_corruption);
 	tcase_add_test(t, recover_latest);
 	tcase_add_test(t, recover_torn_newest);
