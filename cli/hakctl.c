@@ -162,9 +162,11 @@ static void print_volume(json_t *v)
 	       json_string_value(json_object_get(r, "mode")),
 	       json_string_value(json_object_get(r, "peer")), pr ? pr : "unknown",
 	       pr ? json_string_value(json_object_get(r, "peer_disk")) : "unknown");
-	printf("  out of sync: %s; in-flight writes %lld; ack latency %.2f ms; ping %.2f ms\n", oos,
-	       (long long)geti(r, "in_flight_writes"),
+	printf("  out of sync: %s; in-flight writes %lld; ack latency %.3f ms (max %.3f); ping "
+	       "%.2f ms\n",
+	       oos, (long long)geti(r, "in_flight_writes"),
 	       json_real_value(json_object_get(r, "ack_latency_ms")),
+	       json_real_value(json_object_get(r, "ack_latency_max_ms")),
 	       json_real_value(json_object_get(r, "ping_rtt_ms")));
 	json_t *rs = json_object_get(r, "resync");
 	if (rs) {

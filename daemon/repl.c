@@ -1021,15 +1021,18 @@ json_t *repl_status_json(const struct repl *r)
 {
 	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
 	json_t *o = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:b, s:s?, s:b, s:I, s:I}",
+	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:f, s:b, s:s?, s:b, s:I, "
+	    "s:I}",
 	    "role", role_names[r->role], "disk", disk_names[r->disk], "link", link_names[r->link],
 	    "mode", mode_names[r->mode], "peer", r->p.peer->name, "peer_role",
 	    r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
 	    r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes", (json_int_t)oos,
-	    "in_flight_writes", (int)r->pend_count, "ack_latency_ms", r->ack_latency * 1000.0,
-	    "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain", r->split_brain, "last_refusal",
-	    r->last_refusal[0] ? r->last_refusal : NULL, "crashed_primary", r->crashed_primary,
-	    "bytes_resynced", (json_int_t)r->bytes_resynced_total, "resyncs_completed",
+	    "in_flight_writes", (int)r->pend_count, "ack_latency_ms",
+	    ship_ack_latency(r, false) * 1000.0, "ack_latency_max_ms",
+	    ship_ack_latency(r, true) * 1000.0, "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain",
+	    r->split_brain, "last_refusal", r->last_refusal[0] ? r->last_refusal : NULL,
+	    "crashed_primary", r->crashed_primary, "bytes_resynced",
+	    (json_int_t)r->bytes_resynced_total, "resyncs_completed",
 	    (json_int_t)r->resyncs_completed);
 	if (o) {
 		json_object_set_new(o, "after_split_brain",

@@ -36,6 +36,10 @@
 #define EPOCH_MAX_BYTES   (8u << 20)
 #define EPOCH_MAX_AGE     0.1
 #define AUTO_BARRIERS_MAX 32u
+/* The ack latency in status is the mean over the acks of a window this long, and its maximum:
+ * a running average per ack jumped by a tenth of every slow one (a flush on the peer, another
+ * process taking the CPU for a moment), so it mostly showed the last hiccup. */
+#define ACK_LAT_WINDOW 1.0
 /* Async mode: how long data and acks may wait to share a packet (tstream_set_lazy). The data's
  * delay is RPO the peer lags by; the acks' only holds pend slots and activity-log references. */
 #define ASYNC_DATA_DELAY 0.0005
@@ -194,7 +198,11 @@ struct repl {
 	struct tlog tl;         /* acknowledged, not yet flushed by the peer (tlog.h) */
 	ev_timer epoch_timer;   /* closes an epoch that got old (EPOCH_MAX_AGE) */
 	unsigned auto_barriers; /* sent by ship_epoch_close, not yet answered */
-	double ack_latency;
+	/* Ack latency (seconds): the mean and the largest of the last complete window of
+	 * ACK_LAT_WINDOW seconds, and the sums of the window being filled (ship_ack). */
+	double ack_latency, ack_latency_max;
+	double ack_win_start, ack_win_sum, ack_win_max;
+	uint64_t ack_win_n;
 	double ping_rtt;
 	double ping_sent;
 
@@ -288,6 +296,9 @@ void ship_unstable_lost(struct repl *r);
 void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 /* The activity log let a held write go (err 0) or failed it. */
 void ship_al_resume(void *ctx, struct vol_io *vio, int err);
+/* Ack latency in seconds, mean or maximum: of the last complete window, or until there is one,
+ * of the window being filled (0: no ack yet). */
+double ship_ack_latency(const struct repl *r, bool max);
 /* The activity log is short of slots: end the open epoch now, so its barrier ack frees them. */
 void ship_al_want_stable(void *ctx);
 void repl_send_state(struct repl *r);

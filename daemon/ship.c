@@ -448,6 +448,31 @@ void repl_deferred_pump(struct repl *r)
 	}
 }
 
+static void ack_latency_add(struct repl *r, double lat)
+{
+	double now = ev_now(r->p.loop);
+	if (r->ack_win_n && now - r->ack_win_start >= ACK_LAT_WINDOW) {
+		r->ack_latency = r->ack_win_sum / (double)r->ack_win_n;
+		r->ack_latency_max = r->ack_win_max;
+		r->ack_win_n = 0;
+	}
+	if (r->ack_win_n == 0) {
+		r->ack_win_start = now;
+		r->ack_win_sum = r->ack_win_max = 0;
+	}
+	r->ack_win_n++;
+	r->ack_win_sum += lat;
+	if (lat > r->ack_win_max)
+		r->ack_win_max = lat;
+}
+
+double ship_ack_latency(const struct repl *r, bool max)
+{
+	if (r->ack_latency == 0 && r->ack_win_n)
+		return max ? r->ack_win_max : r->ack_win_sum / (double)r->ack_win_n;
+	return max ? r->ack_latency_max : r->ack_latency;
+}
+
 void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 {
 	struct pend *p = pend_of(r, id);
@@ -476,7 +501,7 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 	double lat = ev_now(r->p.loop) - p->sent_at;
 	bool barrier = p->type == WIRE_BARRIER;
 	if (!p->auto_barrier) /* ours wait for a flush nobody waits for: not the client's latency */
-		r->ack_latency = r->ack_latency ? r->ack_latency * 0.9 + lat * 0.1 : lat;
+		ack_latency_add(r, lat);
 	if (!barrier)
 		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
 	if (barrier) {

@@ -106,7 +106,10 @@ run_mode() {
 		# The writes reached beta through the replication stream, not through a later resync.
 		assert_eq "$(repl alpha resyncs_completed)" "$rs0" "resyncs completed after the writes ($mode)"
 		a=$(repl alpha ack_latency_ms)
+		b=$(repl alpha ack_latency_max_ms)
 		awk -v a="$a" 'BEGIN {exit !(a > 0)}' || fail "alpha saw no peer ack latency ($a ms) in $mode mode"
+		awk -v a="$a" -v b="$b" 'BEGIN {exit !(b >= a)}' ||
+			fail "alpha's largest ack latency ($b ms) is below its mean ($a ms) in $mode mode"
 	else
 		log "async: resyncs completed $(repl alpha resyncs_completed) (the send buffer may overflow)"
 	fi
