@@ -10,6 +10,9 @@
 #      Inconsistent and refuses 'primary' without --force, naming its Inconsistent disk. alpha
 #      restarts (UpToDate, crashed primary), is promoted again, the resync completes, the copies
 #      end identical and hold the second random data set.
+#   C. The SOURCE is a secondary and the link drops: alpha writes while disconnected, is demoted,
+#      reconnects and resyncs beta as a secondary; path 1 goes down mid-resync and comes back; the
+#      resync resumes (moves less than the cut run had) and the copies end identical.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
@@ -114,12 +117,38 @@ wait_synced 90
 log "B: resync after alpha's restart done in $(elapsed_since "$t0") s:" \
 	"$(grep 'Starting a' "$WORK/alpha.log" | tail -n 1)"
 assert_eq "$(repl alpha role)" primary "alpha's role after it was promoted again"
+holds beta "$WORK/rand2" 0 || fail "B: beta's backing file does not hold the second random data set"
+
+# ---- C: the source is a secondary and the link drops mid-resync --------------------------------
+dirty_alpha "$WORK/rand3"
+out=$(hk alpha secondary db 2>&1) || fail "demoting alpha failed: $out"
+bytes0=$(repl alpha bytes_resynced)
+t0=$(date +%s.%N)
+midresync
+assert_eq "$(repl alpha role)" secondary "C: alpha's role while it is the resync source"
+assert_eq "$(repl alpha link)" SyncSource "C: alpha's link state"
+first_total=$RS_TOTAL
+path_down 1
+wait_for "[[ \$(repl alpha link) != SyncSource && \$(repl beta link) != SyncTarget ]]" 10 ||
+	fail "C: the nodes did not notice the cut link (alpha $(repl alpha link), beta $(repl beta link))"
+assert_eq "$(repl beta disk)" Inconsistent "C: beta's disk while its source is cut off"
+log "C: link cut with beta at $RS_DONE of $RS_TOTAL bytes: $(rstat beta)"
+link_throttle off
+path_up 1
+wait_synced 90
+moved=$(($(repl alpha bytes_resynced) - bytes0))
+log "C: resync from secondary alpha done in $(elapsed_since "$t0") s: the resumed run moved" \
+	"$moved bytes, the cut one had $first_total (beta had applied $RS_DONE)"
+((moved > 0)) || fail "C: no resync ran after the link came back"
+((moved < first_total)) ||
+	fail "C: the resync did not resume after the cut: it moved $moved bytes again, the cut run had $first_total"
+assert_eq "$(repl alpha role)" secondary "C: alpha's role after the resync"
 
 node_stop alpha
 node_stop beta
 a=$(sha256sum <"$(backing alpha)")
 b=$(sha256sum <"$(backing beta)")
 assert_eq "$b" "$a" "sha256 of beta's backing file vs alpha's"
-holds beta "$WORK/rand2" 0 || fail "beta's backing file does not hold the second random data set"
+holds beta "$WORK/rand3" 0 || fail "beta's backing file does not hold the third random data set"
 holds beta "$WORK/pat5c" $((100 * MiB)) || fail "beta's backing file lacks the write made while it was dead"
 log "PASS: both crashes healed; the copies are identical"
