@@ -342,11 +342,10 @@ void al_pin(struct al *al, uint64_t off, uint64_t len, uint64_t seq)
 
 	ext_span(al, off, len, &first, &last);
 	if (last - first + 1 > AL_REQ_EXTENTS_MAX) {
-		/* A wide request holds the range slot of exactly its span (range_begin). */
-		for (unsigned i = 0; i < AL_RANGES; i++)
-			if (al->rstate[i] == R_HOT && al->rfirst[i] == first &&
-			    al->rcount[i] == last - first + 1)
-				al->rpin[i] = seq + 1;
+		int i = range_find(al, first, last - first + 1);
+
+		if (i >= 0)
+			al->rpin[i] = seq + 1;
 		return;
 	}
 	for (uint32_t e = first; e <= last; e++) {

@@ -45,7 +45,9 @@ void *buf_get(size_t len)
 
 void *buf_get_at(size_t len, size_t at)
 {
-	if (at < 1 || at > 4096 - sizeof(size_t)) {
+	if (at == 0)
+		return buf_get(len);
+	if (at > 4096 - sizeof(size_t)) {
 		errno = EINVAL;
 		return NULL;
 	}

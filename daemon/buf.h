@@ -12,11 +12,11 @@
 /* A buffer of at least len bytes (len ≥ 1), or NULL with errno=ENOMEM. */
 void *buf_get(size_t len);
 /*
- * A buffer of at least len bytes whose byte at offset `at` (1 to 4088) is 4096-aligned, or NULL
+ * A buffer of at least len bytes whose byte at offset `at` (0 to 4088) is 4096-aligned, or NULL
  * with errno=ENOMEM (EINVAL for another `at`). For a received frame whose data, after a small
- * header of `at` bytes, goes to an O_DIRECT file without being copied again. It comes from the
- * class of len + 4096 - at, and the start of its page records that size, so buf_put(p, len)
- * takes it back like any other buffer.
+ * header of `at` bytes, goes to an O_DIRECT file without being copied again. at 0 is buf_get;
+ * otherwise it comes from the class of len + 4096 - at, and the start of its page records that
+ * size, so buf_put(p, len) takes it back like any other buffer.
  */
 void *buf_get_at(size_t len, size_t at);
 /* Return a buffer obtained with buf_get(len) or buf_get_at(len, ...) (the same len). NULL is

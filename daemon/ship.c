@@ -296,9 +296,7 @@ void ship_wait_pump(struct repl *r)
 
 void ship_al_want_stable(void *ctx)
 {
-	struct repl *r = ctx;
-	if (replicating(r))
-		ship_epoch_close(r);
+	ship_epoch_close(ctx);
 }
 
 /* An activity-log transaction made vio's extents hot (or failed). */

@@ -156,10 +156,8 @@ static bool stream_parse(struct tstream *s)
 			s->in_pos += WIRE_HDR_SIZE;
 			s->have_hdr = true;
 			s->got = 0;
-			uint32_t at = wire_payload_align(&s->hdr);
-			s->payload = NULL;
-			if (s->hdr.len)
-				s->payload = at ? buf_get_at(s->hdr.len, at) : buf_get(s->hdr.len);
+			s->payload =
+			    s->hdr.len ? buf_get_at(s->hdr.len, wire_payload_align(&s->hdr)) : NULL;
 			if (s->hdr.len && !s->payload) {
 				stream_fail(s, "out of memory for a frame payload");
 				return false;
