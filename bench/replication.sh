@@ -339,9 +339,11 @@ fill_cache() {
 
 # warm_cache: the resync and the TCP copy both read alpha.img; whichever ran first used to read
 # it from disk and the other from the page cache. Both now start with it cached and beta.img
-# evicted, so the ratio compares the two ways of moving bytes, not the disk's mood.
+# evicted, so the ratio compares the two ways of moving bytes, not the disk's mood. alpha.img is
+# evicted first so that it is cached as a sequential read caches it (large folios), not in the
+# 4 KiB folios fill_cache leaves: with those, the resync ran ~10% slower.
 warm_cache() {
-	drop_cache "$DIR/beta.img"
+	drop_cache "$DIR/alpha.img" "$DIR/beta.img"
 	cat "$DIR/alpha.img" >/dev/null
 }
 
