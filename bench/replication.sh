@@ -19,6 +19,11 @@
 #   RESULT qd1_latency_us standalone=<a> sync=<b> added=<b-a>   (fio's mean total latency,
 #                                                                submission + completion: how the
 #                                                                two split moves with scheduling)
+#   RESULT qd1_floor_us tcp_rtt=<r> sync_added=<b-a> beyond_floor=<b-a-r>
+#                                        (r: median round trip of one 4 KiB frame and a 24-byte
+#                                         ack over the same veth, same CPUs, the receiver writing
+#                                         it into beta.img; tests/tools/hak-rtt, blocking sockets:
+#                                         the floor under what sync adds at QD1)
 #   RESULT cpu_us_per_write mode=sync primary=<x> secondary=<y> (utime+stime per write, QD32 4K)
 #   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
 #                                                                promote to beta UpToDate, versus
@@ -38,6 +43,7 @@ HAK_BUILD=${HAK_BUILD:-build/rel}
 IO_ENGINE=${HAK_IO_ENGINE:-auto}
 HAKD=$REPO/$HAK_BUILD/hakd
 HAKCTL=$REPO/$HAK_BUILD/hakctl
+RTT=$REPO/$HAK_BUILD/tests/tools/hak-rtt
 # shellcheck source=bench/lib.sh
 . "$REPO/bench/lib.sh"
 PYTHON=${PYTHON:-python3}
@@ -306,7 +312,7 @@ WORKLOADS=("${WORKLOADS[@]}")
 read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
 RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
-CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() RS_CPU_P=() RS_CPU_S=()
+CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() RS_CPU_P=() RS_CPU_S=() RTT_US=()
 
 # drop_cache FILE...: write back and evict FILEs' page cache. A sequential prefill leaves large
 # folios, and on kernels with ext4 large folios (6.16+) every 4 KiB buffered write into one walks
@@ -456,6 +462,19 @@ else:
     print("%.1f" % (total / 1048576 / (time.time() - t0)))
 EOF
 
+# run_rtt: the QD1 floor (see the header); appended to RTT_US.
+run_rtt() {
+	local v
+	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" "$RTT" serve 9998 "$DIR/beta.img" \
+		</dev/null >>"$DIR/rtt.log" 2>&1 &
+	PIDS[rttserve]=$!
+	v=$(ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" "$RTT" ping 192.0.2.2 9998 4096 \
+		20000 2>>"$DIR/rtt.log") || die "the hak-rtt round trips failed (see $DIR/rtt.log)"
+	stop_proc rttserve
+	v=${v#*median=}
+	RTT_US+=("${v%% *}")
+}
+
 # run_tcp: the same amount of data over the same veth, pinned the same way; appended to TCP_MBPS.
 run_tcp() {
 	local v
@@ -478,6 +497,7 @@ for ((r = 0; r < RUNS; r++)); do
 	for ((i = 0; i < ${#CONFIGS[@]}; i++)); do
 		run_config "${CONFIGS[$(((i + r) % ${#CONFIGS[@]}))]}"
 	done
+	[[ " ${WORKLOADS[*]%%|*} " == *" randwrite4k_qd1 "* ]] && run_rtt
 	if ((RESYNC == 0)); then
 		continue
 	elif ((r % 2)); then
@@ -517,6 +537,9 @@ if [[ -n ${LAT["standalone randwrite4k_qd1"]:-} && -n ${LAT["sync randwrite4k_qd
 	# shellcheck disable=SC2086
 	b=$(median %.1f ${LAT["sync randwrite4k_qd1"]})
 	echo "RESULT qd1_latency_us standalone=$a sync=$b added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
+	c=$(median %.1f "${RTT_US[@]}")
+	echo "RESULT qd1_floor_us tcp_rtt=$c sync_added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')" \
+		"beyond_floor=$(awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN {printf "%.1f", b - a - c}')"
 fi
 if ((${#CPU_P[@]})); then
 	echo "RESULT cpu_us_per_write mode=sync primary=$(median %.2f "${CPU_P[@]}")" \
