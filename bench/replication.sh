@@ -536,10 +536,11 @@ if [[ -n ${LAT["standalone randwrite4k_qd1"]:-} && -n ${LAT["sync randwrite4k_qd
 	a=$(median %.1f ${LAT["standalone randwrite4k_qd1"]})
 	# shellcheck disable=SC2086
 	b=$(median %.1f ${LAT["sync randwrite4k_qd1"]})
-	echo "RESULT qd1_latency_us standalone=$a sync=$b added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
+	d=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')
+	echo "RESULT qd1_latency_us standalone=$a sync=$b added=$d"
 	c=$(median %.1f "${RTT_US[@]}")
-	echo "RESULT qd1_floor_us tcp_rtt=$c sync_added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')" \
-		"beyond_floor=$(awk -v a="$a" -v b="$b" -v c="$c" 'BEGIN {printf "%.1f", b - a - c}')"
+	echo "RESULT qd1_floor_us tcp_rtt=$c sync_added=$d" \
+		"beyond_floor=$(awk -v d="$d" -v c="$c" 'BEGIN {printf "%.1f", d - c}')"
 fi
 if ((${#CPU_P[@]})); then
 	echo "RESULT cpu_us_per_write mode=sync primary=$(median %.2f "${CPU_P[@]}")" \

@@ -79,12 +79,31 @@ static int write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* Write a received frame inside the file (never past its end), at a page-aligned offset that a
+ * multiplicative hash of the sequence number spreads over it, as random writes would land. */
+static int write_somewhere(int fd, const char *buf, uint32_t len, uint64_t fsize, uint64_t seq,
+                           const char *path)
+{
+	if (len > fsize) {
+		fprintf(stderr, "hak-rtt: a %u-byte frame does not fit in %s (%llu bytes).\n", len,
+		        path, (unsigned long long)fsize);
+		return -1;
+	}
+	off_t off = (off_t)((seq * 2654435761u) % ((fsize - len) / 4096 + 1) * 4096);
+	if (pwrite(fd, buf, len, off) != (ssize_t)len) {
+		fprintf(stderr, "hak-rtt: writing %u bytes at %lld to %s failed: %s.\n", len,
+		        (long long)off, path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int serve(const char *port, const char *path)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
 	int ls = -1, c = -1, fd = -1, one = 1, rc = 1, r;
 	uint8_t hdr[HDR_SIZE], ack[ACK_SIZE] = {0};
-	uint64_t pages = 0, seq = 0;
+	uint64_t fsize = 0, seq = 0;
 	char *buf = malloc(MAX_SIZE);
 
 	if (!buf)
@@ -97,7 +116,7 @@ static int serve(const char *port, const char *path)
 			        fd < 0 ? strerror(errno) : "smaller than one page");
 			goto out;
 		}
-		pages = (uint64_t)st.st_size / 4096;
+		fsize = (uint64_t)st.st_size;
 	}
 	ls = socket(AF_INET, SOCK_STREAM, 0);
 	if (ls < 0 || setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
@@ -123,13 +142,8 @@ static int serve(const char *port, const char *path)
 			        strerror(errno));
 			goto out;
 		}
-		/* A multiplicative hash of the sequence number spreads the writes over the file. */
-		off_t off = (off_t)(((seq++ * 2654435761u) % pages) * 4096);
-		if (fd >= 0 && len && pwrite(fd, buf, len, off) != (ssize_t)len) {
-			fprintf(stderr, "hak-rtt: writing %u bytes at %lld to %s failed: %s.\n",
-			        len, (long long)off, path, strerror(errno));
+		if (fd >= 0 && len && write_somewhere(fd, buf, len, fsize, seq++, path) < 0)
 			goto out;
-		}
 		memcpy(ack, hdr, HDR_SIZE);
 		if (write_full(c, ack, ACK_SIZE) < 0) {
 			fprintf(stderr, "hak-rtt: sending an ack failed: %s.\n", strerror(errno));
@@ -207,9 +221,11 @@ static int ping(const char *host, const char *port, unsigned size, unsigned coun
 		frame[i] = (uint8_t)(i * 131);
 	for (unsigned i = 0; i < count; i++) {
 		double t0 = now_us();
-		if (write_full(s, frame, HDR_SIZE + size) < 0 || read_full(s, ack, ACK_SIZE) != 1) {
+		int r =
+		    write_full(s, frame, HDR_SIZE + size) < 0 ? -1 : read_full(s, ack, ACK_SIZE);
+		if (r != 1) {
 			fprintf(stderr, "hak-rtt: round trip %u of %u failed: %s.\n", i + 1, count,
-			        strerror(errno ? errno : EPROTO));
+			        r == 0 ? "the server closed the connection" : strerror(errno));
 			goto out;
 		}
 		lat[i] = now_us() - t0;
