@@ -64,6 +64,7 @@ static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status
 
 static void barriers_progress(struct repl *r);
 static void apply_start(struct repl *r, struct apply *a);
+static void apply_write_io(struct repl *r, struct apply *a, bool bulk);
 
 static void rs_sync_progress(struct repl *r);
 
@@ -94,6 +95,22 @@ static void apply_done(struct io_req *req)
 	struct repl *r = a->r;
 	int err = req->res < 0 ? (int)-req->res : 0;
 
+	if (a->bulk && !err && testhook_refuse_direct())
+		err = EINVAL;
+	if (err == EINVAL && a->bulk) {
+		/* Aligned and still refused (a device with larger sectors, a filesystem without
+		 * direct I/O for this file): write it, and every later run, through the cache. */
+		volume_bulk_refused(r->p.vol, err);
+		memset(&a->io, 0, sizeof(a->io));
+		a->io.fd = volume_fd(r->p.vol);
+		a->io.off = a->off;
+		a->io.len = a->len;
+		a->io.done = apply_done;
+		a->io.data = a;
+		apply_write_io(r, a, false);
+		io_submit(r->p.io, &a->io);
+		return;
+	}
 	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
 		/* TRIM/ZERO with FUA: make it durable before the ack. */
 		a->stage = 1;
@@ -160,6 +177,28 @@ static void apply_done(struct io_req *req)
 	diskless_apply_progress(r);
 }
 
+/*
+ * Resync runs go to the device directly when they can (volume_bulk_fd()): the target writes
+ * a whole volume of them, and through the page cache each GiB cost a copy and the writeback on
+ * top of the receive. Application writes stay buffered, as the primary writes them: their ack
+ * latency is the page cache's, as hak's WRITE_ACK promises.
+ */
+static void apply_write_io(struct repl *r, struct apply *a, bool bulk)
+{
+	uint8_t *buf = a->frame + a->data_off;
+	int fd = bulk ? volume_bulk_fd(r->p.vol) : -1;
+
+	a->io.op = IO_OP_WRITE;
+	a->io.buf = buf;
+	a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
+	a->bulk = !r->p.vcfg->direct_io && fd >= 0 && ((a->off | a->len) & 4095) == 0 &&
+	          ((uintptr_t)buf & 4095) == 0;
+	if (a->bulk)
+		a->io.fd = fd;
+	else if (!r->p.vcfg->direct_io)
+		a->io.flags |= IO_F_BUFFERED;
+}
+
 static void apply_start(struct repl *r, struct apply *a)
 {
 	a->next = r->applies;
@@ -178,11 +217,7 @@ static void apply_start(struct repl *r, struct apply *a)
 			a->io.op = IO_OP_PUNCH;
 			break;
 		}
-		a->io.op = IO_OP_WRITE;
-		a->io.buf = a->frame + a->data_off;
-		a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
-		if (!r->p.vcfg->direct_io)
-			a->io.flags |= IO_F_BUFFERED;
+		apply_write_io(r, a, a->type == WIRE_RS_DATA);
 		break;
 	case WIRE_TRIM:
 		a->io.op = IO_OP_PUNCH;

@@ -77,6 +77,7 @@ struct apply {
 	uint64_t epoch;
 	bool resync;
 	bool active;
+	bool bulk;     /* written through volume_bulk_fd() */
 	uint64_t conn; /* repl.conn_seq when it arrived */
 	int stage;
 	struct io_req io;

@@ -84,6 +84,11 @@ struct repl;
 void volume_set_repl(struct volume *vol, struct repl *r);
 struct repl *volume_repl(const struct volume *vol);
 int volume_fd(const struct volume *vol);
+/* An O_DIRECT descriptor of the backing store for large aligned writes (4 KiB-aligned offset,
+ * length and buffer), or -1 when there is none. */
+int volume_bulk_fd(const struct volume *vol);
+/* A write on volume_bulk_fd() failed with err although aligned: stop using it (logged once). */
+void volume_bulk_refused(struct volume *vol, int err);
 /* The peer side of vio is settled (acked, or recorded in the bitmap); completes it if the local
  * side is done too. */
 void volume_peer_done(struct vol_io *vio);
