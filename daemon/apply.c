@@ -89,6 +89,19 @@ static void apply_free(struct repl *r, struct apply *a)
 	free(a);
 }
 
+static void apply_done(struct io_req *req);
+
+/* a->io cleared and aimed at a's range of the volume, completing in apply_done(). */
+static void apply_io_init(struct repl *r, struct apply *a)
+{
+	memset(&a->io, 0, sizeof(a->io));
+	a->io.fd = volume_fd(r->p.vol);
+	a->io.off = a->off;
+	a->io.len = a->len;
+	a->io.done = apply_done;
+	a->io.data = a;
+}
+
 static void apply_done(struct io_req *req)
 {
 	struct apply *a = req->data;
@@ -101,12 +114,7 @@ static void apply_done(struct io_req *req)
 		/* Aligned and still refused (a device with larger sectors, a filesystem without
 		 * direct I/O for this file): write it, and every later run, through the cache. */
 		volume_bulk_refused(r->p.vol, err);
-		memset(&a->io, 0, sizeof(a->io));
-		a->io.fd = volume_fd(r->p.vol);
-		a->io.off = a->off;
-		a->io.len = a->len;
-		a->io.done = apply_done;
-		a->io.data = a;
+		apply_io_init(r, a);
 		apply_write_io(r, a, false);
 		io_submit(r->p.io, &a->io);
 		return;
@@ -204,12 +212,7 @@ static void apply_start(struct repl *r, struct apply *a)
 	a->next = r->applies;
 	r->applies = a;
 	a->active = true;
-	memset(&a->io, 0, sizeof(a->io));
-	a->io.fd = volume_fd(r->p.vol);
-	a->io.off = a->off;
-	a->io.len = a->len;
-	a->io.done = apply_done;
-	a->io.data = a;
+	apply_io_init(r, a);
 	switch (a->type) {
 	case WIRE_DATA:
 	case WIRE_RS_DATA:
