@@ -199,8 +199,7 @@ static void apply_write_io(struct repl *r, struct apply *a, bool bulk)
 	a->io.op = IO_OP_WRITE;
 	a->io.buf = buf;
 	a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
-	a->bulk = !r->p.vcfg->direct_io && fd >= 0 && ((a->off | a->len) & 4095) == 0 &&
-	          ((uintptr_t)buf & 4095) == 0;
+	a->bulk = fd >= 0 && ((a->off | a->len) & 4095) == 0 && ((uintptr_t)buf & 4095) == 0;
 	if (a->bulk)
 		a->io.fd = fd;
 	else if (!r->p.vcfg->direct_io)

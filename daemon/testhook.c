@@ -8,37 +8,33 @@
 
 static unsigned long corrupt_every, corrupt_seen, refuse_direct;
 
-static void refuse_direct_init(void)
+/* The positive number in environment variable name, or 0 (unset, or said why it is ignored). */
+static unsigned long env_count(const char *name)
 {
-	const char *s = getenv("HAK_TEST_DIRECT_EINVAL");
+	const char *s = getenv(name);
 	char *end = NULL;
+	unsigned long n;
 	if (!s)
-		return;
-	refuse_direct = strtoul(s, &end, 10);
-	if (!end || *end || refuse_direct == 0) {
-		log_err("Ignoring HAK_TEST_DIRECT_EINVAL='%s': it must be a positive number.", s);
-		refuse_direct = 0;
-		return;
+		return 0;
+	n = strtoul(s, &end, 10);
+	if (!end || *end || n == 0) {
+		log_err("Ignoring %s='%s': it must be a positive number.", name, s);
+		return 0;
 	}
-	log_warn("Test hook armed: the first %lu direct resync writes are reported as refused.",
-	         refuse_direct);
+	return n;
 }
 
 void testhook_init(void)
 {
-	const char *s = getenv("HAK_TEST_CORRUPT_EVERY");
-	char *end = NULL;
-	refuse_direct_init();
-	if (!s)
-		return;
-	corrupt_every = strtoul(s, &end, 10);
-	if (!end || *end || corrupt_every == 0) {
-		log_err("Ignoring HAK_TEST_CORRUPT_EVERY='%s': it must be a positive number.", s);
-		corrupt_every = 0;
-		return;
-	}
-	log_warn("Test hook armed: every %lu-th checksummed payload received is corrupted.",
-	         corrupt_every);
+	corrupt_every = env_count("HAK_TEST_CORRUPT_EVERY");
+	if (corrupt_every)
+		log_warn("Test hook armed: every %lu-th checksummed payload received is corrupted.",
+		         corrupt_every);
+	refuse_direct = env_count("HAK_TEST_DIRECT_EINVAL");
+	if (refuse_direct)
+		log_warn("Test hook armed: the first %lu direct resync writes are reported as "
+		         "refused.",
+		         refuse_direct);
 }
 
 bool testhook_corrupt(uint8_t *data, size_t len)

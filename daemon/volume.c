@@ -572,14 +572,12 @@ int volume_fd(const struct volume *vol)
 
 int volume_bulk_fd(const struct volume *vol)
 {
-	if (vol->cfg->direct_io)
-		return vol->fd;
 	return vol->bulk_off ? -1 : vol->bulk_fd;
 }
 
 void volume_bulk_refused(struct volume *vol, int err)
 {
-	if (vol->bulk_off || vol->cfg->direct_io)
+	if (vol->bulk_off)
 		return;
 	vol->bulk_off = true;
 	log_vol(LOG_LVL_WARN, vol->cfg->name, NULL,

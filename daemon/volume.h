@@ -84,8 +84,9 @@ struct repl;
 void volume_set_repl(struct volume *vol, struct repl *r);
 struct repl *volume_repl(const struct volume *vol);
 int volume_fd(const struct volume *vol);
-/* An O_DIRECT descriptor of the backing store for large aligned writes (4 KiB-aligned offset,
- * length and buffer), or -1 when there is none. */
+/* The O_DIRECT twin of a buffered volume's descriptor, for large aligned writes (4 KiB-aligned
+ * offset, length and buffer); -1 on a direct-io volume (its own fd is direct) or when there is
+ * none. */
 int volume_bulk_fd(const struct volume *vol);
 /* A write on volume_bulk_fd() failed with err although aligned: stop using it (logged once). */
 void volume_bulk_refused(struct volume *vol, int err);
