@@ -21,7 +21,6 @@
 #define APPLY_MAX       1024u /* secondary: applies in flight before reading pauses */
 #define APPLY_MAX_BYTES (64u << 20)
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
-#define RS_WINDOW       (8u << 20)     /* resync bytes in flight */
 #define RS_SCAN_AHEAD   (1ull << 30)   /* how far one hole scan looks past its run */
 #define BARRIERS_MAX    256u
 /* The resync target acknowledges runs once an fdatasync covered them; one flush covers every run
