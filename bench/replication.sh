@@ -28,6 +28,12 @@
 #   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
 #                                                                promote to beta UpToDate, versus
 #                                                                a plain TCP copy of SIZE)
+#   RESULT resync_durable mbps=<x> tcp_durable_mbps=<z> ratio=<x/z>
+#                                                               (the same resync versus a TCP copy
+#                                                                whose receiver also writes the
+#                                                                data to beta.img with O_DIRECT and
+#                                                                flushes as it goes, as a resync
+#                                                                target must: the disk's share)
 #   RESULT resync_cpu_s_per_gib source=<x> target=<y>           (utime+stime of each hakd over
 #                                                                that resync, per GiB)
 # Not part of `make check`: the numbers are for reading, never a pass/fail. HAK_KEEP_WORK=1 keeps
@@ -312,7 +318,7 @@ WORKLOADS=("${WORKLOADS[@]}")
 read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
 RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
-CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() RS_CPU_P=() RS_CPU_S=() RTT_US=()
+CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() TCPD_MBPS=() RS_CPU_P=() RS_CPU_S=() RTT_US=()
 
 # drop_cache FILE...: write back and evict FILEs' page cache. A sequential prefill leaves large
 # folios, and on kernels with ext4 large folios (6.16+) every 4 KiB buffered write into one walks
@@ -424,19 +430,65 @@ run_resync() {
 }
 
 cat >"$DIR/tcpcopy.py" <<'EOF'
-# tcpcopy.py recv PORT | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time; the
-# sender prints MiB/s from connect until the receiver has read everything and closed.
-import os, socket, sys, time
+# tcpcopy.py recv PORT [FILE] | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time;
+# the sender prints MiB/s from connect until the receiver has read everything and closed. With
+# FILE the receiver also makes what it gets durable there, as a resync target must: O_DIRECT
+# writes from four threads (up to 16 MiB received ahead) while another calls fdatasync back to
+# back, and a last fdatasync before it confirms.
+import mmap, os, queue, socket, sys, threading, time
 CHUNK = 1 << 20
+
+def durable(c, path):
+    fd = os.open(path, os.O_WRONLY | os.O_DIRECT)
+    full, free = queue.Queue(), queue.Queue()
+    for _ in range(16):
+        free.put(mmap.mmap(-1, CHUNK))  # page-aligned, as O_DIRECT wants
+    done = [False]
+    def writer():
+        for b, n, off in iter(full.get, None):
+            os.pwritev(fd, [memoryview(b)[:n]], off)
+            free.put(b)
+    def flusher():
+        while not done[0]:
+            os.fdatasync(fd)
+    writers = [threading.Thread(target=writer) for _ in range(4)]
+    tf = threading.Thread(target=flusher)
+    for t in writers + [tf]:
+        t.start()
+    off = 0
+    while True:
+        b, n = free.get(), 0
+        while n < CHUNK:
+            k = c.recv_into(memoryview(b)[n:])
+            if not k:
+                break
+            n += k
+        if n:
+            full.put((b, n, off))
+            off += n
+        if n < CHUNK:
+            break
+    for _ in writers:
+        full.put(None)
+    for t in writers:
+        t.join()
+    done[0] = True
+    tf.join()
+    os.fdatasync(fd)
+
 if sys.argv[1] == "recv":
     ls = socket.socket()
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     ls.bind(("0.0.0.0", int(sys.argv[2])))
     ls.listen(1)
     c, _ = ls.accept()
-    buf = bytearray(CHUNK)
-    while c.recv_into(buf):
-        pass
+    if len(sys.argv) > 3:
+        durable(c, sys.argv[3])
+    else:
+        buf = bytearray(CHUNK)
+        while c.recv_into(buf):
+            pass
+    c.sendall(b"K")  # all received (and durable, with FILE)
     c.close()
 else:
     fd = os.open(sys.argv[2], os.O_RDONLY)
@@ -458,7 +510,8 @@ else:
         s.sendall(b)
         total += len(b)
     s.shutdown(socket.SHUT_WR)
-    s.recv(1)
+    if s.recv(1) != b"K":
+        sys.exit("tcpcopy: the receiver closed without confirming the copy")
     print("%.1f" % (total / 1048576 / (time.time() - t0)))
 EOF
 
@@ -475,17 +528,25 @@ run_rtt() {
 	RTT_US+=("${v%% *}")
 }
 
-# run_tcp: the same amount of data over the same veth, pinned the same way; appended to TCP_MBPS.
+# run_tcp [durable]: the same amount of data over the same veth, pinned the same way; appended
+# to TCP_MBPS. With "durable", the receiver writes it into beta.img and flushes as it goes (see
+# tcpcopy.py); appended to TCPD_MBPS: what moving the bytes AND making them durable on the
+# target costs on this machine, the ceiling a resync cannot beat.
 run_tcp() {
-	local v
+	local v file=()
+	[[ ${1:-} == durable ]] && file=("$DIR/beta.img")
 	warm_cache
 	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" "$PYTHON" "$DIR/tcpcopy.py" recv 9999 \
-		</dev/null >>"$DIR/tcp.log" 2>&1 &
+		"${file[@]}" </dev/null >>"$DIR/tcp.log" 2>&1 &
 	PIDS[tcprecv]=$!
 	v=$(ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" "$PYTHON" "$DIR/tcpcopy.py" send \
 		"$DIR/alpha.img" 192.0.2.2 9999 2>>"$DIR/tcp.log") || die "the TCP copy failed"
 	stop_proc tcprecv
-	TCP_MBPS+=("$v")
+	if ((${#file[@]})); then
+		TCPD_MBPS+=("$v")
+	else
+		TCP_MBPS+=("$v")
+	fi
 }
 
 echo "bench: $RUNS rounds of ${RUNTIME}s per configuration and workload, $SIZE files on $DIR," \
@@ -498,18 +559,18 @@ for ((r = 0; r < RUNS; r++)); do
 		run_config "${CONFIGS[$(((i + r) % ${#CONFIGS[@]}))]}"
 	done
 	[[ " ${WORKLOADS[*]%%|*} " == *" randwrite4k_qd1 "* ]] && run_rtt
-	if ((RESYNC == 0)); then
-		continue
-	elif ((r % 2)); then
-		run_tcp
-		run_resync
-	else
-		run_resync
-		run_tcp
-	fi
+	((RESYNC)) || continue
+	# The three transfers in a rotating order too: the machine's phase moves all of them.
+	for ((i = 0; i < 3; i++)); do
+		case $(((i + r) % 3)) in
+		0) run_resync ;;
+		1) run_tcp ;;
+		2) run_tcp durable ;;
+		esac
+	done
 	echo "bench: round $((r + 1)): resync ${RS_MBPS[-1]} MiB/s (CPU s/GiB: source" \
-		"${RS_CPU_P[-1]}, target ${RS_CPU_S[-1]}), TCP copy ${TCP_MBPS[-1]} MiB/s;" \
-		"load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+		"${RS_CPU_P[-1]}, target ${RS_CPU_S[-1]}), TCP copy ${TCP_MBPS[-1]} MiB/s, durable" \
+		"TCP copy ${TCPD_MBPS[-1]} MiB/s; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 
 echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -550,4 +611,6 @@ fi
 x=$(median %.1f "${RS_MBPS[@]}")
 y=$(median %.1f "${TCP_MBPS[@]}")
 echo "RESULT resync mbps=$x tcp_mbps=$y ratio=$(awk -v a="$x" -v b="$y" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+z=$(median %.1f "${TCPD_MBPS[@]}")
+echo "RESULT resync_durable mbps=$x tcp_durable_mbps=$z ratio=$(awk -v a="$x" -v b="$z" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
 echo "RESULT resync_cpu_s_per_gib source=$(median %.2f "${RS_CPU_P[@]}") target=$(median %.2f "${RS_CPU_S[@]}")"
