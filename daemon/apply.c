@@ -108,8 +108,6 @@ static void apply_done(struct io_req *req)
 	struct repl *r = a->r;
 	int err = req->res < 0 ? (int)-req->res : 0;
 
-	if (a->bulk && !err && testhook_refuse_direct())
-		err = EINVAL;
 	if (err == EINVAL && a->bulk) {
 		/* Aligned and still refused (a device with larger sectors, a filesystem without
 		 * direct I/O for this file): write it, and every later run, through the cache. */
@@ -220,6 +218,12 @@ static void apply_start(struct repl *r, struct apply *a)
 			break;
 		}
 		apply_write_io(r, a, a->type == WIRE_RS_DATA);
+		if (a->bulk && testhook_refuse_direct()) {
+			/* As a store that refuses the direct write before writing anything. */
+			a->io.res = -EINVAL;
+			apply_done(&a->io);
+			return;
+		}
 		break;
 	case WIRE_TRIM:
 		a->io.op = IO_OP_PUNCH;

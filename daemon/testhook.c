@@ -32,8 +32,8 @@ void testhook_init(void)
 		         corrupt_every);
 	refuse_direct = env_count("HAK_TEST_DIRECT_EINVAL");
 	if (refuse_direct)
-		log_warn("Test hook armed: the first %lu direct resync writes are reported as "
-		         "refused.",
+		log_warn("Test hook armed: the first %lu direct resync writes are refused "
+		         "before they are written.",
 		         refuse_direct);
 }
 

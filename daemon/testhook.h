@@ -8,9 +8,9 @@
  *   HAK_TEST_CORRUPT_EVERY=N   flip one byte of every Nth checksummed payload received, after
  *                              the sender computed its checksum and before the receiver checks it
  *                              (what a bad NIC or a broken offload would do).
- *   HAK_TEST_DIRECT_EINVAL=N   report the first N direct (O_DIRECT) resync writes as refused
- *                              with EINVAL, after they were written (what a backing store whose
- *                              direct I/O rules are stricter than 4 KiB alignment would do).
+ *   HAK_TEST_DIRECT_EINVAL=N   refuse the first N direct (O_DIRECT) resync writes with EINVAL
+ *                              before they reach the disk (what a backing store whose direct
+ *                              I/O rules are stricter than 4 KiB alignment does).
  */
 #ifndef HAK_TESTHOOK_H
 #define HAK_TESTHOOK_H
@@ -32,7 +32,7 @@
 void testhook_init(void);
 /* Corrupts data (len > 0) when its turn has come; true if it did. */
 bool testhook_corrupt(uint8_t *data, size_t len);
-/* True while a direct write is to be reported as refused. */
+/* True while a direct write is to be refused. */
 bool testhook_refuse_direct(void);
 #else
 static inline void testhook_init(void)

@@ -7,8 +7,8 @@
 #      file has (almost) nothing in its page cache, so the runs did not go through it. Written
 #      through the cache, all 64 MiB would be resident.
 #   2. beta's copy is overwritten with 0xAA again while beta is stopped; beta restarts with
-#      HAK_TEST_DIRECT_EINVAL=1 (its first direct write reports EINVAL, as a backing store with
-#      stricter direct-I/O rules would). 'hakctl verify' on alpha finds every block differing,
+#      HAK_TEST_DIRECT_EINVAL=1 (its first direct write is refused with EINVAL before anything
+#      is written, as by a backing store with stricter direct-I/O rules). 'hakctl verify' on alpha finds every block differing,
 #      'hakctl resync' repairs them: exactly one log line says resync writes now go through the
 #      page cache, no write failed, the copies are identical, and this time the data is resident
 #      in beta's page cache.
