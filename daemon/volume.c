@@ -45,7 +45,8 @@ enum { ST_MAIN = 0, ST_RETRY_ZERO, ST_WRITE_ZEROES, ST_FUA_SYNC };
  * A buffered volume also gets an O_DIRECT descriptor for the resync target's runs: written
  * through the page cache, each GiB of resync cost the target's CPU a copy plus the writeback
  * (1-2 s of CPU per GiB here), where a direct write hands the pages to the device. A backing
- * store that cannot do O_DIRECT (tmpfs) keeps every write buffered.
+ * store that cannot do O_DIRECT (tmpfs before Linux 6.6, some FUSE filesystems) keeps every
+ * write buffered.
  */
 static int vol_open_bulk(const struct hak_volume_cfg *cfg)
 {
