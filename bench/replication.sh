@@ -433,8 +433,8 @@ cat >"$DIR/tcpcopy.py" <<'EOF'
 # tcpcopy.py recv PORT [FILE] | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time;
 # the sender prints MiB/s from connect until the receiver has read everything and closed. With
 # FILE the receiver also makes what it gets durable there, as a resync target must: O_DIRECT
-# writes from four threads (up to 16 MiB received ahead) while another calls fdatasync back to
-# back, and a last fdatasync before it confirms.
+# writes from four threads (up to 16 MiB received ahead) while another flushes what they wrote,
+# and every byte is covered by a flush before it confirms.
 import mmap, os, queue, socket, sys, threading, time
 CHUNK = 1 << 20
 
@@ -443,16 +443,39 @@ def durable(c, path):
     full, free = queue.Queue(), queue.Queue()
     for _ in range(16):
         free.put(mmap.mmap(-1, CHUNK))  # page-aligned, as O_DIRECT wants
-    done = [False]
+    # Group commit, as hakd's target does: one flush at a time, each covering every write
+    # finished before it started, and none while nothing new was written.
+    cv, state = threading.Condition(), {"written": 0, "done": False}
     def writer():
         for b, n, off in iter(full.get, None):
             os.pwritev(fd, [memoryview(b)[:n]], off)
             free.put(b)
+            with cv:
+                state["written"] += n
+                cv.notify()
     def flusher():
-        while not done[0]:
+        flushed = 0
+        while True:
+            with cv:
+                while state["written"] == flushed and not state["done"]:
+                    cv.wait()
+                if state["written"] == flushed:
+                    return
+                target = state["written"]
             os.fdatasync(fd)
-    writers = [threading.Thread(target=writer) for _ in range(4)]
-    tf = threading.Thread(target=flusher)
+            flushed = target
+    def fatal(fn):
+        # A failed write or flush ends the process, so the sender sees no confirmation instead
+        # of blocking on a receiver that stopped reading.
+        def run():
+            try:
+                fn()
+            except OSError as e:
+                print("tcpcopy: %s" % e, file=sys.stderr, flush=True)
+                os._exit(1)
+        return run
+    writers = [threading.Thread(target=fatal(writer)) for _ in range(4)]
+    tf = threading.Thread(target=fatal(flusher))
     for t in writers + [tf]:
         t.start()
     off = 0
@@ -472,9 +495,10 @@ def durable(c, path):
         full.put(None)
     for t in writers:
         t.join()
-    done[0] = True
-    tf.join()
-    os.fdatasync(fd)
+    with cv:
+        state["done"] = True
+        cv.notify()
+    tf.join()  # it returns once a flush covered every write
 
 if sys.argv[1] == "recv":
     ls = socket.socket()
