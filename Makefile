@@ -23,12 +23,28 @@ ifeq ($(SAN),1)
 CFLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS   += -fsanitize=address,undefined
 endif
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE -Iinclude -Idaemon $(PKG_CFLAGS) $(CFLAGS)
+# Includes name their folder: "lib/buf.h", "repl/ship.h" (daemon/), <hak/wire.h> (include/).
+INCLUDES  := -I. -Idaemon -Iinclude
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(CFLAGS)
 LIBS      := $(PKG_LIBS) -lev -lpthread -lm
 
-# Every daemon module except main goes into libhakd.a, which hakd, hakctl helpers and the unit
-# tests link.
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+# Quiet build lines ("CC daemon/repl/ship.o"); V=1 prints the full commands.
+V ?= 0
+ifeq ($(V),0)
+Q    := @
+echo_cmd = @printf '  %-6s %s\n' $(1) $(2);
+else
+Q    :=
+echo_cmd =
+endif
+
+# lib/ (buffers, logging, clocks, checksums, byte order, ranges, child processes) is shared by
+# hakd, hakctl, hak-attach and the tests: libhak.a. Every daemon module except main goes into
+# libhakd.a, which hakd, hakctl and the unit tests link.
+LIB_SRC    := $(wildcard lib/*.c)
+LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+LIBHAK     := $(BUILD)/libhak.a
+DAEMON_SRC := $(filter-out daemon/main.c,$(sort $(shell find daemon -name '*.c')))
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 LIBHAKD    := $(BUILD)/libhakd.a
 
@@ -47,39 +63,43 @@ bins: $(BINS) $(TOOL_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	$(call echo_cmd,CC,$@)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+$(LIBHAK): $(LIB_OBJ)
+	@rm -f $@
+	$(call echo_cmd,AR,$@)ar rcs $@ $^
 
 $(LIBHAKD): $(DAEMON_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call echo_cmd,AR,$@)ar rcs $@ $^
 
-$(BUILD)/hakd: $(BUILD)/daemon/main.o $(LIBHAKD)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/hakd: $(BUILD)/daemon/main.o $(LIBHAKD) $(LIBHAK)
+	$(call echo_cmd,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
-$(BUILD)/hakctl: $(CLI_OBJ) $(LIBHAKD)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/hakctl: $(CLI_OBJ) $(LIBHAKD) $(LIBHAK)
+	$(call echo_cmd,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # hakctl's modules but its main, for the unit tests of their pure parts (an archive: a test
 # pulls in only what it calls).
 LIBHAKCLI := $(BUILD)/libhakcli.a
 $(LIBHAKCLI): $(filter-out $(BUILD)/cli/hakctl.o,$(CLI_OBJ))
 	@rm -f $@
-	ar rcs $@ $^
+	$(call echo_cmd,AR,$@)ar rcs $@ $^
 
 SHIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard kmod-shim/*.c))
-$(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAKD)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+$(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAK)
+	$(call echo_cmd,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKCLI) $(LIBHAKD) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
+	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -Itests/unit -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD) $(LIBHAK)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS) $(NBD_LIBS) $(LIBS)
+	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS) $(NBD_LIBS) $(LIBS)
 
--include $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(BUILD)/daemon/main.d
+-include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(BUILD)/daemon/main.d
 
 # ---- tests -------------------------------------------------------------------------------
 # make check: install missing packages, build the sanitizer flavour, replay fuzz seeds, run unit
@@ -105,9 +125,8 @@ deps:
 # ---- fuzzing (clang + libFuzzer) ---------------------------------------------------------
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
-FUZZ_DAEMON := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
-FUZZ_OBJ    := $(patsubst daemon/%.c,build/fuzz/obj/%.o,$(FUZZ_DAEMON))
-FUZZ_BASE   := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ -Iinclude -Idaemon $(PKG_CFLAGS) \
+FUZZ_OBJ    := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC) $(DAEMON_SRC))
+FUZZ_BASE   := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ $(INCLUDES) $(PKG_CFLAGS) \
                -fno-sanitize-recover=undefined
 # The daemon's sources are compiled once for all harnesses (instrumented, without libFuzzer's
 # main); only the harness itself links with -fsanitize=fuzzer.
@@ -115,13 +134,15 @@ FUZZ_CFLAGS := $(FUZZ_BASE) -fsanitize=fuzzer,address,undefined
 
 fuzz-build: $(FUZZ_BIN)
 
-build/fuzz/obj/%.o: daemon/%.c $(wildcard daemon/*.h include/hak/*.h)
+build/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_BASE) -fsanitize=fuzzer-no-link,address,undefined -c -o $@ $<
+	$(call echo_cmd,CLANG,$@)clang $(FUZZ_BASE) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c -o $@ $<
 
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LIBS)
+	$(call echo_cmd,CLANG,$@)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LIBS)
+
+-include $(FUZZ_OBJ:.o=.d)
 
 # make fuzz: build the harnesses and run each for FUZZ_TIME seconds on a scratch corpus.
 FUZZ_TIME ?= 60
@@ -148,9 +169,10 @@ install: bins
 	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
 	install -m 0644 packaging/hakd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
 
+FORMAT_SRC = $(sort $(shell find lib daemon cli kmod-shim include tests/unit tests/fuzz tests/tools \
+	-name '*.[ch]'))
 format:
-	clang-format -i daemon/*.[ch] cli/*.[ch] kmod-shim/*.[ch] include/hak/*.h tests/unit/*.c \
-		tests/fuzz/*.c tests/tools/*.c
+	clang-format -i $(FORMAT_SRC)
 
 clean:
 	rm -rf build

@@ -24,11 +24,11 @@
 
 #include <hak/version.h>
 
-#include "al.h"
-#include "config.h"
+#include "meta/al.h"
+#include "conf/config.h"
 #include "ctl.h"
 #include "drill.h"
-#include "meta.h"
+#include "meta/meta.h"
 
 struct cli {
 	const char *control;

@@ -17,20 +17,20 @@
 
 #include <hak/version.h>
 
-#include "buf.h"
-#include "clusterd.h"
-#include "config.h"
-#include "control.h"
-#include "groupctl.h"
-#include "events.h"
-#include "testhook.h"
-#include "io.h"
-#include "log.h"
-#include "nbd.h"
-#include "proc.h"
-#include "repl.h"
-#include "volume.h"
-#include "witness.h"
+#include "lib/buf.h"
+#include "cluster/clusterd.h"
+#include "conf/config.h"
+#include "ctl/control.h"
+#include "cluster/groupctl.h"
+#include "ctl/events.h"
+#include "lib/testhook.h"
+#include "io/io.h"
+#include "lib/log.h"
+#include "nbd/nbd.h"
+#include "lib/proc.h"
+#include "repl/repl.h"
+#include "volume/volume.h"
+#include "cluster/witness.h"
 
 #ifndef PR_SET_IO_FLUSHER
 #define PR_SET_IO_FLUSHER 57

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "config.h"
+#include "conf/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "control.h"
+#include "ctl/control.h"
 
 static json_t *echo(void *ctx, json_t *req, char *err, size_t errlen)
 {

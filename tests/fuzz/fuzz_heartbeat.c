@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cluster.h"
-#include "heartbeat.h"
+#include "cluster/cluster.h"
+#include "cluster/heartbeat.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,9 +15,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bitmap.h"
-#include "crc32c.h"
-#include "meta.h"
+#include "meta/bitmap.h"
+#include "lib/crc32c.h"
+#include "meta/meta.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "nbd_proto.h"
+#include "nbd/nbd_proto.h"
 
 static struct nbd_export exp = {
     .name = "vol0",
@@ -32,14 +32,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct nbd_neg n = {.lookup = lookup, .list = list, .n_list = 1};
 	size_t pos = 0;
-	if (size < 4 || nbd_client_flags(&n, nbd_be32(data)) < 0)
+	if (size < 4 || nbd_client_flags(&n, be_get32(data)) < 0)
 		return 0;
 	pos = 4;
 	while (size - pos >= NBD_OPT_HEADER_SIZE) {
 		struct nbd_buf out = {0};
-		if (nbd_be64(data + pos) != NBD_MAGIC_OPTS)
+		if (be_get64(data + pos) != NBD_MAGIC_OPTS)
 			return 0;
-		uint32_t opt = nbd_be32(data + pos + 8), len = nbd_be32(data + pos + 12);
+		uint32_t opt = be_get32(data + pos + 8), len = be_get32(data + pos + 12);
 		pos += NBD_OPT_HEADER_SIZE;
 		int rc;
 		if (len > NBD_OPT_MAX_LEN) {

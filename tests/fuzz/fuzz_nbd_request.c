@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "nbd_proto.h"
+#include "nbd/nbd_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	struct nbd_export e = {
 	    .name = "x",
-	    .size = nbd_be64(data) >> (data[8] & 63),
+	    .size = be_get64(data) >> (data[8] & 63),
 	    .min_block = 1u << (data[9] % 17),
 	    .pref_block = 4096,
 	    .max_payload = 32u << 20,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # timeout: 150
 # data-integrity crc32c with injected corruption (the test build's HAK_TEST_CORRUPT_EVERY, see
-# daemon/testhook.h): beta flips a byte in every 60th checksummed payload it receives, after
+# lib/testhook.h): beta flips a byte in every 60th checksummed payload it receives, after
 # alpha computed the checksum.
 #   1. a synced pair with data-integrity crc32c, alpha primary; a ledger storm writes for 8 s;
 #   2. beta detects the corruption: integrity_errors > 0, a log line with offset, length and

@@ -50,7 +50,7 @@
 
 #include <hak/wire.h>
 
-#include "wire.h"
+#include "transport/wire.h"
 
 #define EXIT_OK       0
 #define EXIT_ERROR    1

@@ -30,7 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vip.h"
+#include "cluster/vip.h"
 
 static int usage(void)
 {
@@ -49,7 +49,7 @@ static double now_ms(void)
 }
 
 /* Is this frame (without Ethernet header) an announcement of a? */
-static int is_announcement(uint16_t proto, const uint8_t *p, size_t n, const struct vip_addr *a)
+static int is_announcement(uint16_t proto, const uint8_t *p, size_t n, const struct ipaddr *a)
 {
 	if (proto == ETH_P_ARP && a->family == AF_INET && n >= 28)
 		return p[7] <= 2 && memcmp(p + 14, &a->a.v4, 4) == 0 &&
@@ -59,8 +59,7 @@ static int is_announcement(uint16_t proto, const uint8_t *p, size_t n, const str
 	return 0;
 }
 
-static int listen_for(const char *ifname, const struct vip_addr *a, double seconds,
-                      const char *ready)
+static int listen_for(const char *ifname, const struct ipaddr *a, double seconds, const char *ready)
 {
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
 	double t0 = now_ms(), end = t0 + seconds * 1e3;
@@ -106,12 +105,12 @@ static void done_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_break(loop, EVBREAK_ALL);
 }
 
-static int garp(const char *ifname, const struct vip_addr *a, unsigned count, double delay)
+static int garp(const char *ifname, const struct ipaddr *a, unsigned count, double delay)
 {
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
 	struct vip_garp g = {0};
 	ev_timer poll_done;
-	char text[VIP_TEXT_MAX];
+	char text[IPADDR_TEXT_MAX];
 
 	if (vip_garp_start(&g, loop, ifname, a, count, delay) < 0) {
 		ev_loop_destroy(loop);
@@ -124,20 +123,20 @@ static int garp(const char *ifname, const struct vip_addr *a, unsigned count, do
 	ev_timer_stop(loop, &poll_done);
 	vip_garp_stop(&g);
 	ev_loop_destroy(loop);
-	printf("Sent %u announcements of %s on %s.\n", g.sent, vip_format(a, text, sizeof(text)),
+	printf("Sent %u announcements of %s on %s.\n", g.sent, ipaddr_format(a, text, sizeof(text)),
 	       ifname);
 	return g.failed ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-	struct vip_addr a;
+	struct ipaddr a;
 	char err[512];
 	int rc;
 
 	if (argc < 4)
 		return usage();
-	if (vip_parse(argv[3], &a, err, sizeof(err)) < 0) {
+	if (ipaddr_parse(argv[3], &a, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s\n", err);
 		return 2;
 	}

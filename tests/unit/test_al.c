@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "al.h"
-#include "gen.h"
+#include "meta/al.h"
+#include "meta/gen.h"
 
 #define MiB (1ull << 20)
 #define VOL (64ull << 30) /* 64 GiB: 16384 extents of 4 MiB */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bitmap.h"
+#include "meta/bitmap.h"
 
 #define KiB 1024ull
 #define TiB (1024ull * 1024 * 1024 * 1024)

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "buf.h"
+#include "lib/buf.h"
 
 START_TEST(buffers)
 {

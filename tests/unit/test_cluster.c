@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 #define MOVE_ACTIONS                                                                               \
 	(CLUSTER_A_PROMOTE | CLUSTER_A_DEMOTE | CLUSTER_A_STOP_GROUP | CLUSTER_A_FREEZE_IO |       \

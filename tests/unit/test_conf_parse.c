@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "conf_parse.h"
+#include "conf/conf_parse.h"
 
 static int is_section(const char *word)
 {

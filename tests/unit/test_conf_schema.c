@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conf_schema.h"
+#include "conf/conf_schema.h"
 
 struct part {
 	char *label;

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "hashrun.h"
+#include "conf/config.h"
+#include "transport/hashrun.h"
 
 /* The head of a valid volume: lines 1-3; a test adds from line 4 (key at column 2). */
 #define VOL "volume v {\n\tbacking /b\n\tnbd-socket /s\n"

@@ -10,7 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "control.h"
+#include "ctl/control.h"
 
 static int calls;
 

@@ -5,8 +5,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "diskless.h"
-#include "repl.h"
+#include "repl/diskless.h"
+#include "repl/repl.h"
 
 START_TEST(disk_errors)
 {

@@ -12,9 +12,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "control.h"
-#include "events.h"
-#include "log.h"
+#include "ctl/control.h"
+#include "ctl/events.h"
+#include "lib/log.h"
 
 START_TEST(format_table)
 {

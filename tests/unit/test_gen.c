@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gen.h"
+#include "meta/gen.h"
 
 #define K  GEN_F_CONSISTENT
 #define P  GEN_F_CRASHED_PRIMARY

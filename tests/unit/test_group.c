@@ -14,10 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "conf_group.h"
-#include "group.h"
-#include "log.h"
-#include "vip.h"
+#include "conf/conf_group.h"
+#include "cluster/group.h"
+#include "lib/log.h"
+#include "cluster/vip.h"
 
 static char dir[64], logpath[128];
 static struct hak_resource_cfg rcs[3];
@@ -257,7 +257,7 @@ END_TEST
 START_TEST(vip_resource)
 {
 	struct hak_resource_cfg ip = {0};
-	struct vip_addr a;
+	struct ipaddr a;
 	struct group *g;
 	char err[256];
 
@@ -273,7 +273,7 @@ START_TEST(vip_resource)
 	ip.garp_delay = 0.2;
 	ip.timeout = 5;
 	gcfg.res[1] = &ip; /* a, ip, c */
-	ck_assert_int_eq(vip_parse(ip.address, &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(ipaddr_parse(ip.address, &a, err, sizeof(err)), 0);
 	g = make();
 	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
 	wait_state(g, GROUP_STARTED);

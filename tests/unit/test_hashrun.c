@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hashrun.h"
-#include "nbd_proto.h"
+#include "transport/hashrun.h"
+#include "lib/endian.h"
 
 static char err[256];
 
@@ -72,7 +72,7 @@ START_TEST(compute_per_block)
 	/* crc32c of a block is the standard CRC-32C, big-endian on the wire. */
 	uint8_t h[4];
 	ck_assert_int_eq(hashrun_compute(HASH_CRC32C, (const uint8_t *)"123456789", 9, 4096, h), 0);
-	ck_assert_uint_eq(nbd_be32(h), 0xE3069283u);
+	ck_assert_uint_eq(be_get32(h), 0xE3069283u);
 	/* sha256 of "abc" (FIPS 180-2 test vector). */
 	uint8_t s[32];
 	ck_assert_int_eq(hashrun_compute(HASH_SHA256, (const uint8_t *)"abc", 3, 4096, s), 0);

@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cluster.h"
-#include "config.h"
-#include "heartbeat.h"
+#include "cluster/cluster.h"
+#include "conf/config.h"
+#include "cluster/heartbeat.h"
 
 static const char key_text[] = "correct horse battery staple 42";
 

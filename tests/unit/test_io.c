@@ -3,8 +3,8 @@
  * Unit tests for the io module. Every engine test runs once per engine (loop index = io_kind),
  * on temp files under /var/tmp (ext4 here: holes, SEEK_DATA and ZERO_RANGE are real).
  */
-#include "io.h"
-#include "log.h"
+#include "io/io.h"
+#include "lib/log.h"
 
 #include <check.h>
 #include <errno.h>

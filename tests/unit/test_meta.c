@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bitmap.h"
-#include "crc32c.h"
-#include "meta.h"
+#include "meta/bitmap.h"
+#include "lib/crc32c.h"
+#include "meta/meta.h"
 
 #define MiB (1024ull * 1024)
 #define GiB (1024ull * MiB)

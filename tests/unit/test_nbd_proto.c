@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nbd_proto.h"
+#include "nbd/nbd_proto.h"
 
 static struct nbd_export exp_rw = {
     .name = "vol0",
@@ -48,10 +48,10 @@ static int parse_replies(const struct nbd_buf *b, struct rep *r, int max)
 	int n = 0;
 	while (pos < b->len && n < max) {
 		ck_assert_uint_ge(b->len - pos, NBD_OPT_REPLY_HDR_SIZE);
-		ck_assert(nbd_be64(b->data + pos) == NBD_MAGIC_OPT_REPLY);
-		r[n].opt = nbd_be32(b->data + pos + 8);
-		r[n].type = nbd_be32(b->data + pos + 12);
-		r[n].len = nbd_be32(b->data + pos + 16);
+		ck_assert(be_get64(b->data + pos) == NBD_MAGIC_OPT_REPLY);
+		r[n].opt = be_get32(b->data + pos + 8);
+		r[n].type = be_get32(b->data + pos + 12);
+		r[n].len = be_get32(b->data + pos + 16);
 		r[n].data = b->data + pos + 20;
 		pos += NBD_OPT_REPLY_HDR_SIZE + r[n].len;
 		ck_assert_uint_le(pos, b->len);
@@ -65,11 +65,11 @@ static int parse_replies(const struct nbd_buf *b, struct rep *r, int max)
 static size_t go_data(uint8_t *d, const char *name, const uint16_t *reqs, uint16_t n)
 {
 	size_t nl = strlen(name);
-	nbd_put32(d, (uint32_t)nl);
+	be_put32(d, (uint32_t)nl);
 	memcpy(d + 4, name, nl);
-	nbd_put16(d + 4 + nl, n);
+	be_put16(d + 4 + nl, n);
 	for (uint16_t i = 0; i < n; i++)
-		nbd_put16(d + 6 + nl + 2 * i, reqs[i]);
+		be_put16(d + 6 + nl + 2 * i, reqs[i]);
 	return 6 + nl + 2u * n;
 }
 
@@ -79,9 +79,9 @@ START_TEST(greeting_and_flags)
 	struct nbd_neg n;
 	neg_init(&n, &exp_rw);
 	nbd_greeting(g);
-	ck_assert(nbd_be64(g) == NBD_MAGIC_INIT);
-	ck_assert(nbd_be64(g + 8) == NBD_MAGIC_OPTS);
-	ck_assert_uint_eq(nbd_be16(g + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
+	ck_assert(be_get64(g) == NBD_MAGIC_INIT);
+	ck_assert(be_get64(g + 8) == NBD_MAGIC_OPTS);
+	ck_assert_uint_eq(be_get16(g + 16), NBD_FLAG_FIXED_NEWSTYLE | NBD_FLAG_NO_ZEROES);
 	ck_assert_int_eq(nbd_client_flags(&n, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES), 0);
 	ck_assert(n.no_zeroes);
 	errno = 0;
@@ -103,18 +103,18 @@ START_TEST(go_success)
 	int k = parse_replies(&out, r, 8);
 	ck_assert_int_eq(k, 5);
 	ck_assert_uint_eq(r[0].type, NBD_REP_INFO);
-	ck_assert_uint_eq(nbd_be16(r[0].data), NBD_INFO_NAME);
+	ck_assert_uint_eq(be_get16(r[0].data), NBD_INFO_NAME);
 	ck_assert_int_eq(memcmp(r[0].data + 2, "vol0", 4), 0);
-	ck_assert_uint_eq(nbd_be16(r[1].data), NBD_INFO_DESCRIPTION);
+	ck_assert_uint_eq(be_get16(r[1].data), NBD_INFO_DESCRIPTION);
 	ck_assert_int_eq(memcmp(r[1].data + 2, "test volume", 11), 0);
-	ck_assert_uint_eq(nbd_be16(r[2].data), NBD_INFO_BLOCK_SIZE);
-	ck_assert_uint_eq(nbd_be32(r[2].data + 2), 512);
-	ck_assert_uint_eq(nbd_be32(r[2].data + 6), 4096);
-	ck_assert_uint_eq(nbd_be32(r[2].data + 10), 32u << 20);
-	ck_assert_uint_eq(nbd_be16(r[3].data), NBD_INFO_EXPORT);
+	ck_assert_uint_eq(be_get16(r[2].data), NBD_INFO_BLOCK_SIZE);
+	ck_assert_uint_eq(be_get32(r[2].data + 2), 512);
+	ck_assert_uint_eq(be_get32(r[2].data + 6), 4096);
+	ck_assert_uint_eq(be_get32(r[2].data + 10), 32u << 20);
+	ck_assert_uint_eq(be_get16(r[3].data), NBD_INFO_EXPORT);
 	ck_assert_uint_eq(r[3].len, 12);
-	ck_assert(nbd_be64(r[3].data + 2) == (1u << 20));
-	uint16_t f = nbd_be16(r[3].data + 10);
+	ck_assert(be_get64(r[3].data + 2) == (1u << 20));
+	uint16_t f = be_get16(r[3].data + 10);
 	ck_assert(f & NBD_FLAG_HAS_FLAGS);
 	ck_assert(f & NBD_FLAG_SEND_FLUSH);
 	ck_assert(f & NBD_FLAG_SEND_FUA);
@@ -147,7 +147,7 @@ START_TEST(go_errors)
 
 	/* Declared request count does not match the length. */
 	len = go_data(d, "vol0", NULL, 0);
-	nbd_put16(d + 8, 3);
+	be_put16(d + 8, 3);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_INFO, d, (uint32_t)len, &out),
 	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
@@ -155,7 +155,7 @@ START_TEST(go_errors)
 	nbd_buf_free(&out);
 
 	/* Name length beyond the data. */
-	nbd_put32(d, 1000);
+	be_put32(d, 1000);
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_GO, d, 10, &out), NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 1);
 	ck_assert_uint_eq(r[0].type, NBD_REP_ERR_INVALID);
@@ -195,7 +195,7 @@ START_TEST(simple_options)
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_LIST, NULL, 0, &out), NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
 	ck_assert_uint_eq(r[0].type, NBD_REP_SERVER);
-	ck_assert_uint_eq(nbd_be32(r[0].data), 4);
+	ck_assert_uint_eq(be_get32(r[0].data), 4);
 	ck_assert_int_eq(memcmp(r[0].data + 4, "vol0test volume", 15), 0);
 	ck_assert_uint_eq(r[1].type, NBD_REP_ACK);
 	nbd_buf_free(&out);
@@ -234,7 +234,7 @@ START_TEST(export_name)
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, (const uint8_t *)"vol0", 4, &out),
 	                 NBD_OPT_DONE_EXPORT);
 	ck_assert_uint_eq(out.len, 134);
-	ck_assert(nbd_be64(out.data) == (1u << 20));
+	ck_assert(be_get64(out.data) == (1u << 20));
 	nbd_buf_free(&out);
 	n.no_zeroes = true;
 	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, NULL, 0, &out),
@@ -251,13 +251,13 @@ END_TEST
 static size_t meta_data(uint8_t *d, const char *name, const char *const *q, unsigned nq)
 {
 	size_t nl = strlen(name), pos;
-	nbd_put32(d, (uint32_t)nl);
+	be_put32(d, (uint32_t)nl);
 	memcpy(d + 4, name, nl);
-	nbd_put32(d + 4 + nl, nq);
+	be_put32(d + 4 + nl, nq);
 	pos = 8 + nl;
 	for (unsigned i = 0; i < nq; i++) {
 		size_t ql = strlen(q[i]);
-		nbd_put32(d + pos, (uint32_t)ql);
+		be_put32(d + pos, (uint32_t)ql);
 		memcpy(d + pos + 4, q[i], ql);
 		pos += 4 + ql;
 	}
@@ -283,7 +283,7 @@ START_TEST(meta_context)
 	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
 	ck_assert_uint_eq(r[0].type, NBD_REP_META_CONTEXT);
-	ck_assert_uint_eq(nbd_be32(r[0].data), NBD_META_ALLOC_ID);
+	ck_assert_uint_eq(be_get32(r[0].data), NBD_META_ALLOC_ID);
 	ck_assert_int_eq(memcmp(r[0].data + 4, "base:allocation", 15), 0);
 	ck_assert_uint_eq(r[1].type, NBD_REP_ACK);
 	ck_assert(n.meta_alloc);
@@ -295,7 +295,7 @@ START_TEST(meta_context)
 	                 NBD_OPT_CONTINUE);
 	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
 	ck_assert_uint_eq(r[0].type, NBD_REP_META_CONTEXT);
-	ck_assert_uint_eq(nbd_be32(r[0].data), 0);
+	ck_assert_uint_eq(be_get32(r[0].data), 0);
 	nbd_buf_free(&out);
 
 	/* Truncated query framing. */
@@ -320,12 +320,12 @@ START_TEST(request_decode)
 {
 	uint8_t b[NBD_REQUEST_SIZE];
 	struct nbd_request r;
-	nbd_put32(b, NBD_MAGIC_REQUEST);
-	nbd_put16(b + 4, NBD_CMD_FLAG_FUA);
-	nbd_put16(b + 6, NBD_CMD_WRITE);
-	nbd_put64(b + 8, 0x1122334455667788ull);
-	nbd_put64(b + 16, 4096);
-	nbd_put32(b + 24, 512);
+	be_put32(b, NBD_MAGIC_REQUEST);
+	be_put16(b + 4, NBD_CMD_FLAG_FUA);
+	be_put16(b + 6, NBD_CMD_WRITE);
+	be_put64(b + 8, 0x1122334455667788ull);
+	be_put64(b + 16, 4096);
+	be_put32(b + 24, 512);
 	ck_assert_int_eq(nbd_request_decode(b, &r), 0);
 	ck_assert_uint_eq(r.flags, NBD_CMD_FLAG_FUA);
 	ck_assert_uint_eq(r.type, NBD_CMD_WRITE);

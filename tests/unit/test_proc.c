@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proc.h"
+#include "lib/proc.h"
 
 struct outcome {
 	bool done;

@@ -3,7 +3,7 @@
 #include <check.h>
 #include <stdint.h>
 
-#include "rsctl.h"
+#include "repl/rsctl.h"
 
 #define MiB (1024.0 * 1024.0)
 

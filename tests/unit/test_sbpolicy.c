@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "sbpolicy.h"
+#include "conf/sbpolicy.h"
 
 enum { D = SB_VERDICT_DISCONNECT, L = SB_VERDICT_DISCARD_LOCAL, P = SB_VERDICT_DISCARD_PEER };
 

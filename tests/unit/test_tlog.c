@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tlog.h"
+#include "repl/tlog.h"
 
 #define NBLK 256
 

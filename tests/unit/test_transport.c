@@ -10,9 +10,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "buf.h"
-#include "transport.h"
-#include "wire.h"
+#include "lib/buf.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
 
 struct sink {
 	unsigned frames;

@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vip.h"
+#include "cluster/vip.h"
 
 static const uint8_t mac[6] = {0x02, 0x00, 0x5e, 0x10, 0x20, 0x30};
 
@@ -34,16 +34,17 @@ START_TEST(parse_and_format)
 	                                  "vip.example",
 	                                  "192.0.2.10/24x",
 	                                  "192.0.2.10/-1"};
-	struct vip_addr a;
-	char buf[VIP_TEXT_MAX], err[256];
+	struct ipaddr a;
+	char buf[IPADDR_TEXT_MAX], err[256];
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		ck_assert_msg(vip_parse(ok[i].in, &a, err, sizeof(err)) == 0, "%s: %s", ok[i].in,
+		ck_assert_msg(ipaddr_parse(ok[i].in, &a, err, sizeof(err)) == 0, "%s: %s", ok[i].in,
 		              err);
-		ck_assert_str_eq(vip_format(&a, buf, sizeof(buf)), ok[i].out);
+		ck_assert_str_eq(ipaddr_format(&a, buf, sizeof(buf)), ok[i].out);
 	}
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		ck_assert_msg(vip_parse(bad[i], &a, err, sizeof(err)) == -1, "'%s' parsed", bad[i]);
+		ck_assert_msg(ipaddr_parse(bad[i], &a, err, sizeof(err)) == -1, "'%s' parsed",
+		              bad[i]);
 		ck_assert_int_eq(errno, EINVAL);
 		ck_assert_ptr_nonnull(strstr(err, "like 192.0.2.10/24"));
 	}
@@ -55,11 +56,11 @@ START_TEST(gratuitous_arp_bytes)
 	static const uint8_t want[28] = {0x00, 0x01, 0x08, 0x00, 6,   4, 0x00, 0x01, 0x02, 0x00,
 	                                 0x5e, 0x10, 0x20, 0x30, 192, 0, 2,    10,   0,    0,
 	                                 0,    0,    0,    0,    192, 0, 2,    10};
-	struct vip_addr a;
+	struct ipaddr a;
 	uint8_t buf[128];
 	char err[256];
 
-	ck_assert_int_eq(vip_parse("192.0.2.10/24", &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(ipaddr_parse("192.0.2.10/24", &a, err, sizeof(err)), 0);
 	ck_assert_uint_eq(vip_frame_build(&a, mac, buf, sizeof(buf)), 28);
 	ck_assert_int_eq(memcmp(buf, want, sizeof(want)), 0);
 	ck_assert_uint_eq(vip_frame_build(&a, mac, buf, 27), 0);
@@ -85,12 +86,12 @@ static uint16_t verify_sum(const uint8_t *ip6)
 
 START_TEST(neighbour_advertisement_bytes)
 {
-	struct vip_addr a;
+	struct ipaddr a;
 	struct in6_addr dst;
 	uint8_t buf[128];
 	char err[256];
 
-	ck_assert_int_eq(vip_parse("2001:db8::10/64", &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(ipaddr_parse("2001:db8::10/64", &a, err, sizeof(err)), 0);
 	ck_assert_uint_eq(vip_frame_build(&a, mac, buf, sizeof(buf)), 72);
 	ck_assert_uint_eq(buf[0] >> 4, 6);
 	ck_assert_uint_eq(buf[4] << 8 | buf[5], 32); /* payload length */
@@ -117,10 +118,10 @@ END_TEST
 
 START_TEST(missing_interface)
 {
-	struct vip_addr a;
+	struct ipaddr a;
 	char err[256];
 
-	ck_assert_int_eq(vip_parse("192.0.2.10/24", &a, err, sizeof(err)), 0);
+	ck_assert_int_eq(ipaddr_parse("192.0.2.10/24", &a, err, sizeof(err)), 0);
 	/* nothing to remove from an interface that does not exist */
 	ck_assert_int_eq(vip_remove("hak-nosuch0", &a, err, sizeof(err)), 0);
 	ck_assert_int_eq(vip_add("hak-nosuch0", &a, err, sizeof(err)), -1);

@@ -3,8 +3,8 @@
 #include <check.h>
 #include <string.h>
 
-#include "nbd_proto.h"
-#include "wire.h"
+#include "lib/endian.h"
+#include "transport/wire.h"
 
 static char err[256];
 

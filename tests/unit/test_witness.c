@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "heartbeat.h"
-#include "witness.h"
+#include "cluster/heartbeat.h"
+#include "cluster/witness.h"
 
 static const char key_text[] = "correct horse battery staple 42";
 

@@ -1,0 +1,694 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Heartbeats: the packet codec, the replay window, the key file, and the runtime thread. See
+ * heartbeat.h for the packet layout and the threading contract.
+ */
+#include "heartbeat.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster.h"
+#include "conf/config.h"
+#include "ctl/events.h"
+#include "lib/log.h"
+#include "lib/endian.h"
+#include "lib/proc.h"
+
+static const char *const verdict_names[HB_VERDICT_COUNT] = {
+    "ok",        "bad-size",        "bad-magic", "bad-version", "bad-mac",
+    "bad-field", "old-incarnation", "replay",    "stale",
+};
+
+const char *hb_verdict_name(enum hb_verdict v)
+{
+	return (unsigned)v < HB_VERDICT_COUNT ? verdict_names[v] : "unknown";
+}
+
+/* ---- codec ---- */
+
+int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
+{
+	unsigned mdlen = 0;
+
+	if (key->len == 0 || key->len > HB_KEY_MAX ||
+	    !HMAC(EVP_sha256(), key->bytes, (int)key->len, buf, len, out, &mdlen) || mdlen != 32) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
+int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE])
+{
+	be_put32(buf, HB_MAGIC);
+	buf[4] = HB_VERSION;
+	buf[5] = m->path;
+	buf[6] = m->role;
+	buf[7] = m->disk;
+	be_put32(buf + 8, m->cluster_id);
+	be_put32(buf + 12, m->node_id);
+	be_put64(buf + 16, m->incarnation);
+	be_put64(buf + 24, m->seq);
+	be_put64(buf + 32, m->time_ms);
+	be_put16(buf + 40, m->flags);
+	be_put16(buf + 42, 0);
+	return hb_mac(key, buf, HB_MAC_OFFSET, buf + HB_MAC_OFFSET);
+}
+
+enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+                          struct hb_msg *m)
+{
+	uint8_t want[32];
+
+	if (len != HB_PKT_SIZE)
+		return HB_BAD_SIZE;
+	if (be_get32(buf) != HB_MAGIC)
+		return HB_BAD_MAGIC;
+	if (buf[4] != HB_VERSION)
+		return HB_BAD_VERSION;
+	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
+	if (hb_mac(key, buf, HB_MAC_OFFSET, want) < 0 ||
+	    CRYPTO_memcmp(want, buf + HB_MAC_OFFSET, sizeof(want)) != 0)
+		return HB_BAD_MAC;
+	if (buf[5] >= HB_MAX_PATHS || buf[6] > CLUSTER_PRIMARY || buf[7] >= CLUSTER_DISK_COUNT ||
+	    (be_get16(buf + 40) & ~HB_F_ALL) || be_get16(buf + 42) != 0)
+		return HB_BAD_FIELD;
+	m->path = buf[5];
+	m->role = buf[6];
+	m->disk = buf[7];
+	m->cluster_id = be_get32(buf + 8);
+	m->node_id = be_get32(buf + 12);
+	m->incarnation = be_get64(buf + 16);
+	m->seq = be_get64(buf + 24);
+	m->time_ms = be_get64(buf + 32);
+	m->flags = be_get16(buf + 40);
+	return HB_OK;
+}
+
+enum hb_verdict hb_replay_check(struct hb_replay *w, uint64_t incarnation, uint64_t seq)
+{
+	if (w->seen && incarnation < w->incarnation)
+		return HB_OLD_INCARNATION;
+	if (w->seen && incarnation == w->incarnation) {
+		if (seq == w->seq)
+			return HB_REPLAY;
+		if (seq < w->seq)
+			return HB_STALE;
+	}
+	w->seen = true;
+	w->incarnation = incarnation;
+	w->seq = seq;
+	return HB_OK;
+}
+
+/* ---- key ---- */
+
+int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen)
+{
+	if (len > 0 && text[len - 1] == '\n')
+		len--;
+	if (len < HB_KEY_MIN || len > HB_KEY_MAX) {
+		snprintf(err, errlen,
+		         "The heartbeat key has %zu bytes; it needs %u to %u (for example the "
+		         "output of 'head -c 32 /dev/urandom | base64').",
+		         len, HB_KEY_MIN, HB_KEY_MAX);
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(key->bytes, text, len);
+	key->len = len;
+	return 0;
+}
+
+int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen)
+{
+	uint8_t buf[HB_KEY_MAX + 2];
+	struct stat st;
+	ssize_t n = -1;
+	int fd, rc = -1, e = 0;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0) {
+		e = errno;
+		snprintf(err, errlen, "Cannot open the heartbeat key file %s: %s.", path,
+		         strerror(e));
+		goto out;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
+		e = EPERM;
+		snprintf(err, errlen,
+		         "The heartbeat key file %s must be a regular file readable by its owner "
+		         "only; run 'chmod 600 %s'.",
+		         path, path);
+		goto out;
+	}
+	n = read(fd, buf, sizeof(buf));
+	if (n < 0) {
+		e = errno;
+		snprintf(err, errlen, "Cannot read the heartbeat key file %s: %s.", path,
+		         strerror(e));
+		goto out;
+	}
+	rc = hb_key_parse(buf, (size_t)n, key, err, errlen);
+	e = errno;
+out:
+	if (fd >= 0)
+		close(fd);
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (rc < 0)
+		errno = e;
+	return rc;
+}
+
+/* ---- configuration ---- */
+
+static void hb_sockaddr(const struct hak_hb_addr *a, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(a->port);
+		inet_pton(AF_INET, a->host, &in->sin_addr);
+		*len = sizeof(*in);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(a->port);
+		inet_pton(AF_INET6, a->host, &in6->sin6_addr);
+		*len = sizeof(*in6);
+	}
+}
+
+int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
+                    const struct hak_node_cfg *self, const struct hak_node_cfg *peer, char *err,
+                    size_t errlen)
+{
+	memset(out, 0, sizeof(*out));
+	if (!cfg->cluster.present || cfg->n_nodes != 2 || !self || !peer || self == peer ||
+	    self->n_heartbeat != peer->n_heartbeat || self->n_heartbeat > HB_MAX_PATHS) {
+		snprintf(err, errlen,
+		         "No heartbeats without a cluster section and two nodes with matching "
+		         "heartbeat-address lists.");
+		errno = EINVAL;
+		return -1;
+	}
+	out->cluster_id = cfg->cluster.cluster_id;
+	out->node_id = self == &cfg->nodes[0] ? 1 : 2;
+	out->peer_id = 3 - out->node_id;
+	out->n_paths = self->n_heartbeat;
+	out->interval = cfg->cluster.heartbeat_interval;
+	out->deadtime = cfg->cluster.deadtime;
+	for (unsigned i = 0; i < out->n_paths; i++) {
+		struct hb_path_cfg *p = &out->paths[i];
+		hb_sockaddr(&self->heartbeat[i], &p->local, &p->local_len);
+		hb_sockaddr(&peer->heartbeat[i], &p->peer, &p->peer_len);
+	}
+	return hb_key_load(cfg->cluster.auth_key_file, &out->key, err, errlen);
+}
+
+/* ---- runtime ---- */
+
+struct hb {
+	struct hb_config cfg;
+	int fds[HB_MAX_PATHS];
+	struct ev_loop *loop; /* the heartbeat thread's own */
+	struct ev_loop *main_loop;
+	ev_timer tick;
+	ev_timer expiry; /* when the first alive path goes dead if nothing more arrives */
+	ev_io rx[HB_MAX_PATHS];
+	ev_async stop_async;   /* main → heartbeat thread */
+	ev_async notify_async; /* heartbeat thread → main loop */
+	pthread_t thread;
+	bool thread_started;
+	hb_notify_fn notify;
+	void *arg;
+	/* heartbeat thread only */
+	struct hb_replay replay[HB_MAX_PATHS];
+	uint64_t seq, incarnation;
+	/* shared, under mu */
+	pthread_mutex_t mu;
+	uint8_t role, disk;
+	uint16_t flags;
+	struct hb_path_state paths[HB_MAX_PATHS];
+	int64_t heard_at[HB_MAX_PATHS]; /* monotonic ms; -1: never */
+	bool peer_known;
+	struct hb_msg peer;
+	uint64_t generation;
+	/* main thread only: what the last notification reported, for the events */
+	struct hb_snapshot seen;
+};
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t real_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+		return x->sin6_port == y->sin6_port &&
+		       memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+	}
+	return false;
+}
+
+/* Under mu: refresh every path's alive flag; true if one changed. */
+static bool update_liveness(struct hb *hb, int64_t now)
+{
+	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5);
+	bool changed = false;
+
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		bool alive = hb->heard_at[i] >= 0 && now - hb->heard_at[i] < dead_ms;
+		if (alive != hb->paths[i].alive) {
+			hb->paths[i].alive = alive;
+			changed = true;
+		}
+	}
+	return changed;
+}
+
+static void send_all(struct hb *hb)
+{
+	struct hb_msg m = {.cluster_id = hb->cfg.cluster_id,
+	                   .node_id = hb->cfg.node_id,
+	                   .incarnation = hb->incarnation,
+	                   .time_ms = real_us() / 1000u};
+	uint8_t pkt[HB_PKT_SIZE];
+
+	pthread_mutex_lock(&hb->mu);
+	m.role = hb->role;
+	m.disk = hb->disk;
+	m.flags = hb->flags;
+	pthread_mutex_unlock(&hb->mu);
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		const struct hb_path_cfg *p = &hb->cfg.paths[i];
+		m.path = (uint8_t)i;
+		m.seq = ++hb->seq;
+		bool ok =
+		    hb_encode(&m, &hb->cfg.key, pkt) == 0 &&
+		    sendto(hb->fds[i], pkt, sizeof(pkt), MSG_DONTWAIT,
+		           (const struct sockaddr *)&p->peer, p->peer_len) == (ssize_t)sizeof(pkt);
+		pthread_mutex_lock(&hb->mu);
+		if (ok)
+			hb->paths[i].tx_ok++;
+		else
+			hb->paths[i].tx_err++;
+		pthread_mutex_unlock(&hb->mu);
+	}
+}
+
+/*
+ * Liveness is checked again at the moment the first alive path would go dead, not only at the
+ * next tick: the peer is declared dead deadtime after its last heartbeat, instead of up to one
+ * interval later. Hb thread only (it is the sole writer of heard_at and the alive flags).
+ */
+static void arm_expiry(struct hb *hb)
+{
+	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1, now = mono_ms();
+
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		int64_t t = hb->heard_at[i] + dead_ms;
+		if (hb->paths[i].alive && hb->heard_at[i] >= 0 && (next < 0 || t < next))
+			next = t;
+	}
+	ev_timer_stop(hb->loop, &hb->expiry);
+	if (next < 0)
+		return;
+	ev_timer_set(&hb->expiry, (double)(next > now ? next - now : 0) / 1000.0 + 0.001, 0.0);
+	ev_timer_start(hb->loop, &hb->expiry);
+}
+
+/* Refresh the paths' liveness now, tell the main loop if it changed, and re-arm the expiry. */
+static void check_liveness(struct hb *hb)
+{
+	bool changed;
+
+	pthread_mutex_lock(&hb->mu);
+	changed = update_liveness(hb, mono_ms());
+	if (changed)
+		hb->generation++;
+	pthread_mutex_unlock(&hb->mu);
+	if (changed)
+		ev_async_send(hb->main_loop, &hb->notify_async);
+	arm_expiry(hb);
+}
+
+static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	check_liveness(w->data);
+}
+
+static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	send_all(w->data);
+	check_liveness(w->data);
+}
+
+/* Checks everything but the packet itself; returns the counter to bump, NULL to accept. */
+static uint64_t *classify(struct hb *hb, unsigned path, const struct sockaddr_storage *from,
+                          const uint8_t *buf, ssize_t n, struct hb_msg *m)
+{
+	struct hb_path_state *ps = &hb->paths[path];
+	enum hb_verdict v;
+
+	if (!hb_same_addr(from, &hb->cfg.paths[path].peer))
+		return &ps->rx_foreign;
+	v = hb_decode(buf, (size_t)n, &hb->cfg.key, m);
+	if (v != HB_OK)
+		return &ps->rx_bad;
+	if (m->cluster_id != hb->cfg.cluster_id || m->node_id != hb->cfg.peer_id || m->path != path)
+		return &ps->rx_foreign;
+	if (hb_replay_check(&hb->replay[path], m->incarnation, m->seq) != HB_OK)
+		return &ps->rx_replay;
+	return NULL;
+}
+
+/* Under mu: record an accepted message; true if the peer's state or a path changed. */
+static bool accept_msg(struct hb *hb, unsigned path, const struct hb_msg *m, int64_t now)
+{
+	bool changed = !hb->peer_known || m->role != hb->peer.role || m->disk != hb->peer.disk ||
+	               m->flags != hb->peer.flags || m->incarnation != hb->peer.incarnation;
+
+	hb->paths[path].rx_ok++;
+	hb->heard_at[path] = now;
+	/* the newest by sequence: paths deliver out of order relative to each other */
+	if (!hb->peer_known || m->incarnation != hb->peer.incarnation || m->seq > hb->peer.seq)
+		hb->peer = *m;
+	else
+		changed = false;
+	hb->peer_known = true;
+	return update_liveness(hb, now) || changed;
+}
+
+static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct hb *hb = w->data;
+	unsigned path = (unsigned)(w - hb->rx);
+	bool changed = false;
+
+	(void)loop;
+	(void)revents;
+	/* bounded, so a flood on one path cannot starve the timer */
+	for (int i = 0; i < 64; i++) {
+		uint8_t buf[HB_PKT_SIZE + 1];
+		struct sockaddr_storage from;
+		socklen_t flen = sizeof(from);
+		struct hb_msg m;
+		ssize_t n = recvfrom(w->fd, buf, sizeof(buf), MSG_DONTWAIT,
+		                     (struct sockaddr *)&from, &flen);
+		if (n < 0)
+			break;
+		memset((char *)&from + flen, 0, sizeof(from) - flen);
+		uint64_t *bad = classify(hb, path, &from, buf, n, &m);
+		pthread_mutex_lock(&hb->mu);
+		if (bad) {
+			(*bad)++;
+		} else if (accept_msg(hb, path, &m, mono_ms())) {
+			hb->generation++;
+			changed = true;
+		}
+		pthread_mutex_unlock(&hb->mu);
+	}
+	if (changed)
+		ev_async_send(hb->main_loop, &hb->notify_async);
+	arm_expiry(hb);
+}
+
+static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void *hb_thread(void *arg)
+{
+	struct hb *hb = arg;
+
+	/* Heartbeats must not wait behind a busy CPU's time slice (hakd's I/O threads are
+	 * SCHED_BATCH by default); deadtimes are long enough that failing to set it is harmless. */
+	(void)proc_sched_batch(false);
+	send_all(hb); /* the peer need not wait an interval to hear us */
+	ev_run(hb->loop, 0);
+	return NULL;
+}
+
+static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
+{
+	const struct hb_snapshot *o = &hb->seen;
+
+	for (unsigned i = 0; i < s->n_paths; i++)
+		if (s->paths[i].alive != o->paths[i].alive)
+			events_emit("heartbeat-path", "path:%u state:%s peer:%" PRIu32, i,
+			            s->paths[i].alive ? "alive" : "dead", hb->cfg.peer_id);
+	if (s->peer_alive != o->peer_alive)
+		events_emit("peer", "node:%" PRIu32 " state:%s paths:%u", hb->cfg.peer_id,
+		            s->peer_alive ? "alive" : "dead", s->n_paths);
+	if (s->peer_known && (!o->peer_known || s->peer.role != o->peer.role ||
+	                      s->peer.disk != o->peer.disk || s->peer.flags != o->peer.flags))
+		events_emit("peer-state", "node:%" PRIu32 " role:%s disk:%s flags:0x%x",
+		            hb->cfg.peer_id, s->peer.role ? "primary" : "secondary",
+		            cluster_disk_name(s->peer.disk), (unsigned)s->peer.flags);
+	hb->seen = *s;
+}
+
+static void notify_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct hb *hb = w->data;
+	struct hb_snapshot s;
+
+	(void)loop;
+	(void)revents;
+	hb_snapshot(hb, &s);
+	emit_changes(hb, &s);
+	if (hb->notify)
+		hb->notify(hb->arg);
+}
+
+static char *addr_text(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	unsigned port = 0;
+
+	if (ss->ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)ss;
+		inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+		port = ntohs(a->sin_port);
+		snprintf(buf, len, "%s:%u", host, port);
+	} else {
+		const struct sockaddr_in6 *a = (const void *)ss;
+		inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+		port = ntohs(a->sin6_port);
+		snprintf(buf, len, "[%s]:%u", host, port);
+	}
+	return buf;
+}
+
+static int open_path(struct hb *hb, unsigned i, char *err, size_t errlen)
+{
+	const struct hb_path_cfg *p = &hb->cfg.paths[i];
+	int fam = p->local.ss_family, tos = IPTOS_PREC_INTERNETCONTROL, e;
+	char a[INET6_ADDRSTRLEN + 8];
+
+	if ((fam != AF_INET && fam != AF_INET6) || p->peer.ss_family != fam) {
+		snprintf(err, errlen,
+		         "Heartbeat path %u needs a local and a peer address of one family (IPv4 "
+		         "or IPv6).",
+		         i);
+		errno = EINVAL;
+		return -1;
+	}
+	hb->fds[i] = socket(fam, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (hb->fds[i] < 0)
+		goto fail;
+	/* Best effort: a network that honours precedence queues heartbeats before bulk data. */
+	if (fam == AF_INET)
+		(void)setsockopt(hb->fds[i], IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+	else
+		(void)setsockopt(hb->fds[i], IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof(tos));
+	if (bind(hb->fds[i], (const struct sockaddr *)&p->local, p->local_len) < 0)
+		goto fail;
+	return 0;
+fail:
+	e = errno;
+	snprintf(err, errlen, "Cannot open heartbeat path %u on %s: %s.", i,
+	         addr_text(&p->local, a, sizeof(a)), strerror(e));
+	errno = e;
+	return -1;
+}
+
+static int check_cfg(const struct hb_config *cfg, char *err, size_t errlen)
+{
+	if (cfg->n_paths < 1 || cfg->n_paths > HB_MAX_PATHS || cfg->key.len < HB_KEY_MIN ||
+	    cfg->key.len > HB_KEY_MAX || !(cfg->interval >= 0.001) ||
+	    !(cfg->deadtime > cfg->interval) || cfg->node_id == cfg->peer_id) {
+		snprintf(
+		    err, errlen,
+		    "Bad heartbeat configuration: %u paths (1 to %u), key of %zu bytes, "
+		    "interval %.3fs, deadtime %.3fs (must exceed the interval), node ids %" PRIu32
+		    " and %" PRIu32 " (must differ).",
+		    cfg->n_paths, HB_MAX_PATHS, cfg->key.len, cfg->interval, cfg->deadtime,
+		    cfg->node_id, cfg->peer_id);
+		errno = EINVAL;
+		return -1;
+	}
+	return 0;
+}
+
+static int setup(struct hb *hb, char *err, size_t errlen)
+{
+	int e;
+
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		if (open_path(hb, i, err, errlen) < 0)
+			return -1;
+		hb->heard_at[i] = -1;
+		ev_io_init(&hb->rx[i], rx_cb, hb->fds[i], EV_READ);
+		hb->rx[i].data = hb;
+		ev_io_start(hb->loop, &hb->rx[i]);
+	}
+	ev_timer_init(&hb->tick, tick_cb, hb->cfg.interval, hb->cfg.interval);
+	hb->tick.data = hb;
+	ev_timer_start(hb->loop, &hb->tick);
+	ev_timer_init(&hb->expiry, expiry_cb, 1.0, 0.0);
+	hb->expiry.data = hb;
+	ev_async_init(&hb->stop_async, stop_cb);
+	ev_async_start(hb->loop, &hb->stop_async);
+	ev_async_init(&hb->notify_async, notify_cb);
+	hb->notify_async.data = hb;
+	ev_async_start(hb->main_loop, &hb->notify_async);
+	e = pthread_create(&hb->thread, NULL, hb_thread, hb);
+	if (e) {
+		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(e));
+		errno = e;
+		return -1;
+	}
+	hb->thread_started = true;
+	return 0;
+}
+
+struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_notify_fn notify,
+                    void *arg, char *err, size_t errlen)
+{
+	struct hb *hb = NULL;
+	int e;
+
+	if (check_cfg(cfg, err, errlen) < 0)
+		return NULL;
+	hb = calloc(1, sizeof(*hb));
+	if (!hb) {
+		snprintf(err, errlen, "Out of memory starting the heartbeats.");
+		errno = ENOMEM;
+		return NULL;
+	}
+	hb->cfg = *cfg;
+	hb->main_loop = main_loop;
+	hb->notify = notify;
+	hb->arg = arg;
+	hb->incarnation = real_us();
+	hb->seen.n_paths = hb->cfg.n_paths;
+	pthread_mutex_init(&hb->mu, NULL);
+	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
+		hb->fds[i] = -1;
+	hb->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+	if (!hb->loop) {
+		snprintf(err, errlen, "Cannot create the heartbeat event loop.");
+		errno = ENOMEM;
+		goto fail;
+	}
+	if (setup(hb, err, errlen) < 0)
+		goto fail;
+	return hb;
+fail:
+	e = errno;
+	hb_stop(hb);
+	errno = e;
+	return NULL;
+}
+
+void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags)
+{
+	pthread_mutex_lock(&hb->mu);
+	hb->role = role;
+	hb->disk = disk;
+	hb->flags = flags & HB_F_ALL;
+	pthread_mutex_unlock(&hb->mu);
+}
+
+void hb_snapshot(struct hb *hb, struct hb_snapshot *out)
+{
+	int64_t now = mono_ms();
+
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&hb->mu);
+	out->n_paths = hb->cfg.n_paths;
+	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
+		out->paths[i] = hb->paths[i];
+		out->paths[i].last_heard_ms = hb->heard_at[i] < 0 ? -1 : now - hb->heard_at[i];
+		out->peer_alive |= hb->paths[i].alive;
+	}
+	out->peer_known = hb->peer_known;
+	out->peer = hb->peer;
+	out->generation = hb->generation;
+	pthread_mutex_unlock(&hb->mu);
+}
+
+void hb_stop(struct hb *hb)
+{
+	if (!hb)
+		return;
+	if (hb->thread_started) {
+		ev_async_send(hb->loop, &hb->stop_async);
+		pthread_join(hb->thread, NULL);
+	}
+	if (ev_is_active(&hb->notify_async))
+		ev_async_stop(hb->main_loop, &hb->notify_async);
+	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
+		if (hb->fds[i] >= 0)
+			close(hb->fds[i]);
+	if (hb->loop)
+		ev_loop_destroy(hb->loop);
+	pthread_mutex_destroy(&hb->mu);
+	OPENSSL_cleanse(&hb->cfg.key, sizeof(hb->cfg.key));
+	free(hb);
+}

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The witness: codec, grant decision, the server (hakd --witness) and the node-side client.
+ * See witness.h for the protocol and the lease rules.
+ */
+#include "witness.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conf/config.h"
+#include "ctl/events.h"
+#include "lib/log.h"
+#include "lib/endian.h"
+#include "lib/proc.h"
+
+#define WIT_SEND_RING 64u /* requests whose send time the client remembers */
+
+static const char *const decision_names[WIT_DECISION_COUNT] = {
+    "grant", "renew", "deny", "release", "query", "drop",
+};
+
+const char *wit_decision_name(enum wit_decision d)
+{
+	return (unsigned)d < WIT_DECISION_COUNT ? decision_names[d] : "unknown";
+}
+
+/* ---- codec ---- */
+
+int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
+{
+	be_put32(buf, WIT_MAGIC);
+	buf[4] = WIT_VERSION;
+	buf[5] = m->type;
+	buf[6] = (uint8_t)(m->flags >> 8);
+	buf[7] = (uint8_t)m->flags;
+	be_put32(buf + 8, m->cluster_id);
+	be_put32(buf + 12, m->node_id);
+	be_put64(buf + 16, m->incarnation);
+	be_put64(buf + 24, m->seq);
+	be_put32(buf + 32, m->holder);
+	be_put32(buf + 36, m->lease_ms);
+	return hb_mac(key, buf, WIT_MAC_OFFSET, buf + WIT_MAC_OFFSET);
+}
+
+enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+                           struct wit_msg *m)
+{
+	uint8_t want[32];
+	uint16_t flags;
+
+	if (len != WIT_PKT_SIZE)
+		return HB_BAD_SIZE;
+	if (be_get32(buf) != WIT_MAGIC)
+		return HB_BAD_MAGIC;
+	if (buf[4] != WIT_VERSION)
+		return HB_BAD_VERSION;
+	if (hb_mac(key, buf, WIT_MAC_OFFSET, want) < 0 ||
+	    CRYPTO_memcmp(want, buf + WIT_MAC_OFFSET, sizeof(want)) != 0)
+		return HB_BAD_MAC;
+	flags = (uint16_t)(buf[6] << 8 | buf[7]);
+	if ((buf[5] != WIT_REQUEST && buf[5] != WIT_REPLY) || (flags & ~WIT_F_ALL) ||
+	    be_get32(buf + 12) < 1 || be_get32(buf + 12) > 2 || be_get32(buf + 32) > 2)
+		return HB_BAD_FIELD;
+	m->type = buf[5];
+	m->flags = flags;
+	m->cluster_id = be_get32(buf + 8);
+	m->node_id = be_get32(buf + 12);
+	m->incarnation = be_get64(buf + 16);
+	m->seq = be_get64(buf + 24);
+	m->holder = be_get32(buf + 32);
+	m->lease_ms = be_get32(buf + 36);
+	return HB_OK;
+}
+
+/* ---- the grant decision ---- */
+
+enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int64_t now_ms,
+                            int64_t lease_ms, struct wit_msg *reply)
+{
+	enum wit_decision d;
+	bool running;
+
+	if (req->type != WIT_REQUEST || req->cluster_id != s->cluster_id || req->node_id < 1 ||
+	    req->node_id > 2 ||
+	    hb_replay_check(&s->rp[req->node_id - 1], req->incarnation, req->seq) != HB_OK)
+		return WIT_DROP;
+	running = s->holder != 0 && now_ms < s->expires_ms;
+	if (!running)
+		s->holder = 0;
+	if (req->flags & WIT_F_WANT) {
+		if (!running && now_ms < s->quiet_until) {
+			d = WIT_DENY;
+		} else if (!running) {
+			d = WIT_GRANT;
+		} else if (s->holder == req->node_id) {
+			d = WIT_RENEW;
+		} else {
+			d = WIT_DENY;
+		}
+		if (d != WIT_DENY) {
+			s->holder = req->node_id;
+			s->expires_ms = now_ms + lease_ms;
+		}
+	} else if (running && s->holder == req->node_id) {
+		d = WIT_RELEASE;
+		s->holder = 0;
+	} else {
+		d = WIT_QUERY;
+	}
+	*reply = (struct wit_msg){
+	    .type = WIT_REPLY,
+	    .flags = s->holder == req->node_id ? WIT_F_GRANTED : 0,
+	    .cluster_id = s->cluster_id,
+	    .node_id = req->node_id,
+	    .incarnation = req->incarnation,
+	    .seq = req->seq,
+	    .holder = s->holder,
+	    .lease_ms = s->holder ? (uint32_t)(s->expires_ms - now_ms) : 0,
+	};
+	return d;
+}
+
+int wit_addr_parse(const char *text, struct sockaddr_storage *ss, socklen_t *len)
+{
+	char host[INET6_ADDRSTRLEN + 2];
+	const char *colon = text ? strrchr(text, ':') : NULL;
+	char *end;
+	size_t hl;
+	unsigned long port;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!colon || colon == text)
+		goto bad;
+	hl = (size_t)(colon - text);
+	if (text[0] == '[') {
+		if (hl < 3 || text[hl - 1] != ']')
+			goto bad;
+		text++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host))
+		goto bad;
+	memcpy(host, text, hl);
+	host[hl] = '\0';
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port < 1 || port > 65535)
+		goto bad;
+	struct sockaddr_in *in = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, host, &in->sin_addr) == 1) {
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		*len = sizeof(*in);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*in6);
+		return 0;
+	}
+bad:
+	errno = EINVAL;
+	return -1;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int udp_bind(const struct sockaddr_storage *ss, socklen_t len)
+{
+	int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd >= 0 && len && bind(fd, (const struct sockaddr *)ss, len) < 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		fd = -1;
+	}
+	return fd;
+}
+
+/* ---- the server ---- */
+
+struct wit_server {
+	struct wit_state st;
+	struct hb_key key;
+	int64_t lease_ms;
+	int fd;
+	uint64_t rx_bad, dropped;
+};
+
+static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct wit_server *sv = w->data;
+
+	(void)loop;
+	(void)revents;
+	for (int i = 0; i < 64; i++) {
+		uint8_t buf[WIT_PKT_SIZE + 1];
+		struct sockaddr_storage from;
+		socklen_t flen = sizeof(from);
+		struct wit_msg req, rep;
+		ssize_t n = recvfrom(sv->fd, buf, sizeof(buf), MSG_DONTWAIT,
+		                     (struct sockaddr *)&from, &flen);
+		if (n < 0)
+			break;
+		if (wit_decode(buf, (size_t)n, &sv->key, &req) != HB_OK) {
+			sv->rx_bad++;
+			continue;
+		}
+		uint32_t before =
+		    sv->st.holder && mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
+		enum wit_decision d = wit_grant(&sv->st, &req, mono_ms(), sv->lease_ms, &rep);
+		if (d == WIT_DROP) {
+			sv->dropped++;
+			continue;
+		}
+		if (sv->st.holder != before || d == WIT_DENY)
+			log_notice("Witness: node %" PRIu32
+			           " %s the vote (%s); holder is now %" PRIu32 ".",
+			           req.node_id, (req.flags & WIT_F_WANT) ? "asked for" : "gave up",
+			           wit_decision_name(d), sv->st.holder);
+		if (sv->st.holder != before)
+			events_emit("witness-vote", "holder:%" PRIu32 " decision:%s node:%" PRIu32,
+			            sv->st.holder, wit_decision_name(d), req.node_id);
+		if (wit_encode(&rep, &sv->key, buf) == 0)
+			(void)sendto(sv->fd, buf, WIT_PKT_SIZE, MSG_DONTWAIT,
+			             (const struct sockaddr *)&from, flen);
+	}
+}
+
+static void server_sig_cb(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	(void)revents;
+	log_notice("Witness: signal %d received; exiting.", w->signum);
+	ev_break(loop, EVBREAK_ALL);
+}
+
+int wit_serve(const struct hak_config *cfg)
+{
+	struct wit_server sv = {.fd = -1};
+	struct sockaddr_storage ss;
+	socklen_t len = 0;
+	char err[512];
+	struct ev_loop *loop = ev_default_loop(EVFLAG_AUTO);
+	ev_io rx;
+	ev_signal s_term, s_int;
+	int rc = 1;
+
+	if (!cfg->cluster.present || !cfg->cluster.witness_address) {
+		log_err("hakd --witness needs a cluster section with witness-address IP:PORT in "
+		        "%s.",
+		        cfg->file ? cfg->file : "the configuration");
+		goto out;
+	}
+	if (hb_key_load(cfg->cluster.auth_key_file, &sv.key, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		goto out;
+	}
+	if (wit_addr_parse(cfg->cluster.witness_address, &ss, &len) < 0 ||
+	    (sv.fd = udp_bind(&ss, len)) < 0) {
+		log_err("The witness cannot listen on %s: %s.", cfg->cluster.witness_address,
+		        strerror(errno));
+		goto out;
+	}
+	sv.st.cluster_id = cfg->cluster.cluster_id;
+	sv.lease_ms = (int64_t)(2 * cfg->cluster.deadtime * 1000.0 + 0.5);
+	sv.st.quiet_until = mono_ms() + sv.lease_ms;
+	ev_io_init(&rx, server_rx_cb, sv.fd, EV_READ);
+	rx.data = &sv;
+	ev_io_start(loop, &rx);
+	ev_signal_init(&s_term, server_sig_cb, SIGTERM);
+	ev_signal_init(&s_int, server_sig_cb, SIGINT);
+	ev_signal_start(loop, &s_term);
+	ev_signal_start(loop, &s_int);
+	log_notice("Witness for cluster %" PRIu32 " listening on %s, lease %" PRId64 " ms.",
+	           sv.st.cluster_id, cfg->cluster.witness_address, sv.lease_ms);
+	ev_run(loop, 0);
+	log_notice("Witness stopped: %" PRIu64 " bad and %" PRIu64
+	           " stale or foreign requests were dropped.",
+	           sv.rx_bad, sv.dropped);
+	rc = 0;
+out:
+	if (sv.fd >= 0)
+		close(sv.fd);
+	OPENSSL_cleanse(&sv.key, sizeof(sv.key));
+	return rc;
+}
+
+/* ---- the client ---- */
+
+struct wit_client {
+	struct hb_key key;
+	uint32_t cluster_id, node_id;
+	uint64_t incarnation, seq;
+	int64_t lease_ms, dead_ms;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	int fd;
+	struct ev_loop *loop, *main_loop;
+	ev_timer tick;
+	ev_io rx;
+	ev_async stop_async, notify_async;
+	pthread_t thread;
+	bool thread_started;
+	void (*notify)(void *);
+	void *arg;
+	int64_t sent_ms[WIT_SEND_RING]; /* thread only: send time of seq % ring */
+	uint64_t last_rx_seq;           /* thread only */
+	/* shared, under mu */
+	pthread_mutex_t mu;
+	bool want;
+	int64_t reply_at;    /* monotonic ms of the last valid reply; -1 never */
+	int64_t holds_until; /* monotonic ms: this node's own bound on its lease */
+	uint32_t holder;
+	uint64_t tx, rx_ok, rx_bad;
+	bool seen_reachable, seen_holds; /* what the main loop was last told */
+	uint32_t seen_holder;
+};
+
+/* Under mu. */
+static void client_eval(struct wit_client *c, int64_t now, struct wit_client_state *s)
+{
+	s->configured = true;
+	s->reachable = c->reply_at >= 0 && now - c->reply_at < c->dead_ms;
+	s->holds = s->reachable && c->holder == c->node_id && now < c->holds_until;
+	s->holder = s->reachable ? c->holder : 0;
+	s->last_reply_ms = c->reply_at < 0 ? -1 : now - c->reply_at;
+	s->want = c->want;
+	s->tx = c->tx;
+	s->rx_ok = c->rx_ok;
+	s->rx_bad = c->rx_bad;
+}
+
+/* Under mu: did what the main loop sees change? */
+static bool client_changed(struct wit_client *c, int64_t now)
+{
+	struct wit_client_state s;
+	bool ch;
+
+	client_eval(c, now, &s);
+	ch = s.reachable != c->seen_reachable || s.holds != c->seen_holds ||
+	     s.holder != c->seen_holder;
+	c->seen_reachable = s.reachable;
+	c->seen_holds = s.holds;
+	c->seen_holder = s.holder;
+	return ch;
+}
+
+static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct wit_client *c = w->data;
+	struct wit_msg m = {.type = WIT_REQUEST,
+	                    .cluster_id = c->cluster_id,
+	                    .node_id = c->node_id,
+	                    .incarnation = c->incarnation};
+	uint8_t buf[WIT_PKT_SIZE];
+	int64_t now = mono_ms();
+	bool ch;
+
+	(void)loop;
+	(void)revents;
+	pthread_mutex_lock(&c->mu);
+	m.flags = c->want ? WIT_F_WANT : 0;
+	m.seq = ++c->seq;
+	c->sent_ms[m.seq % WIT_SEND_RING] = now;
+	c->tx++;
+	ch = client_changed(c, now);
+	pthread_mutex_unlock(&c->mu);
+	if (wit_encode(&m, &c->key, buf) == 0)
+		(void)sendto(c->fd, buf, sizeof(buf), MSG_DONTWAIT,
+		             (const struct sockaddr *)&c->addr, c->addr_len);
+	if (ch)
+		ev_async_send(c->main_loop, &c->notify_async);
+}
+
+static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct wit_client *c = w->data;
+	bool ch = false;
+
+	(void)loop;
+	(void)revents;
+	for (int i = 0; i < 16; i++) {
+		uint8_t buf[WIT_PKT_SIZE + 1];
+		struct wit_msg m;
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n =
+		    recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		if (n < 0)
+			break;
+		memset((char *)&from + fl, 0, sizeof(from) - fl);
+		bool ok = hb_same_addr(&from, &c->addr) &&
+		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
+		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
+		          m.incarnation == c->incarnation;
+		pthread_mutex_lock(&c->mu);
+		/* only an answer to one of the recent requests, each once, in order */
+		ok = ok && m.seq > c->last_rx_seq && m.seq <= c->seq &&
+		     c->seq - m.seq < WIT_SEND_RING;
+		if (!ok) {
+			c->rx_bad++;
+		} else {
+			int64_t now = mono_ms();
+			c->last_rx_seq = m.seq;
+			c->rx_ok++;
+			c->reply_at = now;
+			c->holder = m.holder;
+			/* the witness started the lease when it received the request, after it was
+			 * sent: counting from the send time never outlives the witness's lease */
+			if (m.flags & WIT_F_GRANTED)
+				c->holds_until = c->sent_ms[m.seq % WIT_SEND_RING] + c->lease_ms;
+			ch |= client_changed(c, now);
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (ch)
+		ev_async_send(c->main_loop, &c->notify_async);
+}
+
+static void client_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)w;
+	(void)revents;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+static void client_notify_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	struct wit_client *c = w->data;
+
+	(void)loop;
+	(void)revents;
+	if (c->notify)
+		c->notify(c->arg);
+}
+
+static void *client_thread(void *arg)
+{
+	struct wit_client *c = arg;
+
+	(void)proc_sched_batch(false); /* like the heartbeat thread */
+	ev_run(c->loop, 0);
+	return NULL;
+}
+
+struct wit_client *wit_client_start(const struct hb_config *hb, const char *witness_addr,
+                                    struct ev_loop *main_loop, void (*notify)(void *), void *arg,
+                                    char *err, size_t errlen)
+{
+	struct wit_client *c = calloc(1, sizeof(*c));
+	struct sockaddr_storage any = {0};
+	struct timespec ts;
+	int e;
+
+	if (!c) {
+		snprintf(err, errlen, "Out of memory starting the witness client.");
+		return NULL;
+	}
+	c->fd = -1;
+	pthread_mutex_init(&c->mu, NULL);
+	if (wit_addr_parse(witness_addr, &c->addr, &c->addr_len) < 0) {
+		snprintf(err, errlen, "Bad witness-address '%.80s': write IP:PORT.", witness_addr);
+		goto fail;
+	}
+	c->key = hb->key;
+	c->cluster_id = hb->cluster_id;
+	c->node_id = hb->node_id;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	c->incarnation = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	c->lease_ms = (int64_t)(2 * hb->deadtime * 1000.0 + 0.5);
+	c->dead_ms = (int64_t)(hb->deadtime * 1000.0 + 0.5);
+	c->reply_at = -1;
+	c->main_loop = main_loop;
+	c->notify = notify;
+	c->arg = arg;
+	any.ss_family = c->addr.ss_family;
+	/* not connected: the source address follows the routes of each send, so a route to the
+	 * witness added after the start (boot order) is used at once */
+	if ((c->fd = udp_bind(&any, 0)) < 0) {
+		snprintf(err, errlen, "Cannot open the witness socket towards %s: %s.",
+		         witness_addr, strerror(errno));
+		goto fail;
+	}
+	c->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+	if (!c->loop) {
+		snprintf(err, errlen, "Cannot create the witness client's event loop.");
+		goto fail;
+	}
+	ev_timer_init(&c->tick, client_tick_cb, 0.0, hb->interval);
+	c->tick.data = c;
+	ev_timer_start(c->loop, &c->tick);
+	ev_io_init(&c->rx, client_rx_cb, c->fd, EV_READ);
+	c->rx.data = c;
+	ev_io_start(c->loop, &c->rx);
+	ev_async_init(&c->stop_async, client_stop_cb);
+	ev_async_start(c->loop, &c->stop_async);
+	ev_async_init(&c->notify_async, client_notify_cb);
+	c->notify_async.data = c;
+	ev_async_start(main_loop, &c->notify_async);
+	e = pthread_create(&c->thread, NULL, client_thread, c);
+	if (e) {
+		snprintf(err, errlen, "Cannot start the witness client thread: %s.", strerror(e));
+		goto fail;
+	}
+	c->thread_started = true;
+	return c;
+fail:
+	wit_client_stop(c);
+	return NULL;
+}
+
+void wit_client_want(struct wit_client *c, bool want)
+{
+	pthread_mutex_lock(&c->mu);
+	c->want = want;
+	pthread_mutex_unlock(&c->mu);
+}
+
+void wit_client_state(struct wit_client *c, struct wit_client_state *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	client_eval(c, mono_ms(), out);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void wit_client_stop(struct wit_client *c)
+{
+	if (!c)
+		return;
+	if (c->thread_started) {
+		ev_async_send(c->loop, &c->stop_async);
+		pthread_join(c->thread, NULL);
+	}
+	if (c->main_loop && ev_is_active(&c->notify_async))
+		ev_async_stop(c->main_loop, &c->notify_async);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->loop)
+		ev_loop_destroy(c->loop);
+	pthread_mutex_destroy(&c->mu);
+	OPENSSL_cleanse(&c->key, sizeof(c->key));
+	free(c);
+}

@@ -1,0 +1,1300 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * hak.conf is read in two steps. conf_parse.c, which knows only the syntax, builds a tree of
+ * blocks and directives, each remembering its line and column. The schema walk of conf_schema.c
+ * then maps the tree into struct hak_config, following the tables here. A new section or
+ * key is a row in the tables below (plus, for a new section, an open() and maybe a check()
+ * callback); the parser never changes for it. Sections may nest (conf_section.parent); today
+ * every section is top-level.
+ *
+ * Checks that need the whole file (the pair of nodes, ports, metadata files) run last, in
+ * validate_file(), since 'global' and the nodes may come after the volumes.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "conf_parse.h"
+#include "conf_schema.h"
+#include "transport/hashrun.h"
+
+#define CONFIG_MAX_VOLUMES  4096u
+#define CONFIG_MAX_NODES    2u
+#define CONFIG_HOSTNAME_MAX 64u /* HOST_NAME_MAX on Linux */
+#define CONFIG_MAX_OFFSET   65534u
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	conf_parse_verror(ps, line, col, fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static const char *const mode_names[] = {"sync", "memsync", "async"};
+
+static int enum_log_level(const char *s, void *field)
+{
+	return log_level_parse(s, field);
+}
+
+static int enum_io_kind(const char *s, void *field)
+{
+	return io_kind_parse(s, field);
+}
+
+static int enum_sched_policy(const char *s, void *field)
+{
+	int v = strcmp(s, "batch") == 0 ? 1 : strcmp(s, "normal") == 0 ? 0 : -1;
+	if (v < 0)
+		return -1;
+	memcpy(field, &v, sizeof(v));
+	return 0;
+}
+
+static int enum_io_error(const char *s, void *field)
+{
+	static const char *const names[] = {"detach", "pass-on"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		if (strcmp(s, names[i]) == 0) {
+			enum hak_io_error_policy p = (enum hak_io_error_policy)i;
+			memcpy(field, &p, sizeof(p));
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int enum_mode(const char *s, void *field)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
+		if (strcmp(s, mode_names[i]) == 0) {
+			enum hak_repl_mode m = (enum hak_repl_mode)i;
+			memcpy(field, &m, sizeof(m));
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static const char *const csums_names[] = {"no", "yes", "after-crash"};
+
+static int enum_csums(const char *s, void *field)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(csums_names); i++) {
+		if (strcmp(s, csums_names[i]) == 0) {
+			enum hak_csums c = (enum hak_csums)i;
+			memcpy(field, &c, sizeof(c));
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int enum_hash_alg(const char *s, void *field)
+{
+	enum hash_alg a;
+	if (hash_alg_parse(s, &a) < 0)
+		return -1;
+	unsigned u = (unsigned)a;
+	memcpy(field, &u, sizeof(u));
+	return 0;
+}
+
+static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
+                           const struct conf_value *v, void *base);
+static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base);
+static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base);
+static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
+                           const struct conf_value *v, void *base);
+static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
+                                   const struct conf_value *v, void *base);
+
+static int enum_quorum_loss(const char *s, void *field)
+{
+	enum hak_quorum_loss q;
+
+	if (strcmp(s, "freeze") == 0)
+		q = HAK_QL_FREEZE;
+	else if (strcmp(s, "demote") == 0)
+		q = HAK_QL_DEMOTE;
+	else
+		return -1;
+	memcpy(field, &q, sizeof(q));
+	return 0;
+}
+
+static int enum_disk_failure(const char *s, void *field)
+{
+	enum hak_disk_failure d;
+
+	if (strcmp(s, "detach") == 0)
+		d = HAK_DF_DETACH;
+	else if (strcmp(s, "failover") == 0)
+		d = HAK_DF_FAILOVER;
+	else
+		return -1;
+	memcpy(field, &d, sizeof(d));
+	return 0;
+}
+
+static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base);
+
+static int enum_sb_policy(const char *s, void *field)
+{
+	enum sb_policy p;
+	if (sbpolicy_parse(s, &p) < 0)
+		return -1;
+	memcpy(field, &p, sizeof(p));
+	return 0;
+}
+
+static int enum_integrity(const char *s, void *field)
+{
+	int on = strcmp(s, "crc32c") == 0;
+	if (!on && strcmp(s, "none") != 0)
+		return -1;
+	memcpy(field, &on, sizeof(on));
+	return 0;
+}
+
+#define GFIELD(m) offsetof(struct hak_config, m), sizeof(((struct hak_config *)0)->m)
+#define NFIELD(m) offsetof(struct hak_node_cfg, m), sizeof(((struct hak_node_cfg *)0)->m)
+#define CFIELD(m) offsetof(struct hak_cluster_cfg, m), sizeof(((struct hak_cluster_cfg *)0)->m)
+#define VFIELD(m) offsetof(struct hak_volume_cfg, m), sizeof(((struct hak_volume_cfg *)0)->m)
+#define MS(n)     ((uint64_t)(n)*1000u)
+
+static const struct conf_key global_keys[] = {
+    {"control-socket", CONF_PATH, CONF_SOCKET, 0, 0, GFIELD(control_socket), NULL, NULL,
+     .doc = "the UNIX socket hakctl talks to"},
+    {"log-level", CONF_ENUM, 0, 0, 0, GFIELD(log_level), enum_log_level,
+     "err, warn, notice, info, debug", .doc = "the least important messages logged"},
+    {"io-engine", CONF_ENUM, 0, 0, 0, GFIELD(io_engine), enum_io_kind, "auto, uring, pool",
+     .doc = "how the backing stores are accessed"},
+    {"io-depth", CONF_UINT, 0, 8, 4096, GFIELD(io_depth), NULL, NULL,
+     .doc = "the most disk requests in flight"},
+    {"max-clients", CONF_UINT, 0, 1, 1024, GFIELD(max_clients), NULL, NULL,
+     .doc = "the most NBD clients per volume"},
+    {"node", CONF_CUSTOM, 0, 0, 0, GFIELD(node_name), NULL, "the name of a node section",
+     "which node this machine is", .apply = apply_node_name},
+    {"state-dir", CONF_PATH, 0, 0, 0, GFIELD(state_dir), NULL, NULL,
+     .doc = "the directory of hakd's state files"},
+    {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
+     .doc = "whether hakctl drill may crash this node's hakd and services (default no)"},
+    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), enum_sched_policy, "batch, normal",
+     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))"},
+};
+
+static const struct conf_key node_keys[] = {
+    {"address", CONF_CUSTOM, CONF_REQUIRED, 0, 0, NFIELD(address), NULL,
+     "IP:PORT, like 192.0.2.1:7789 or [2001:db8::1]:7789",
+     "the IP:PORT it replicates on and its peer connects to", .apply = apply_node_address},
+    {"hostname", CONF_CUSTOM, 0, 0, 0, NFIELD(hostname), NULL,
+     "the machine's hostname, as the 'hostname' command prints it", "the machine's hostname",
+     .apply = apply_hostname},
+    {"heartbeat-address", CONF_CUSTOM, CONF_LIST, 0, 0, NFIELD(heartbeat), NULL,
+     "one IP:PORT per heartbeat path, like 192.0.2.1:7790 198.51.100.1:7790",
+     "the addresses it exchanges heartbeats on, one per path", .apply = apply_heartbeat_address},
+};
+
+static const struct conf_key cluster_keys[] = {
+    {"cluster-id", CONF_UINT, 0, 1, UINT32_MAX, CFIELD(cluster_id), NULL, NULL,
+     .doc = "the number that tells this pair's heartbeats from another pair's"},
+    {"heartbeat-interval", CONF_DURATION, 0, MS(10), MS(10000), CFIELD(heartbeat_interval), NULL,
+     NULL, .doc = "the time between two heartbeats on each path"},
+    {"deadtime", CONF_DURATION, 0, MS(50), MS(60000), CFIELD(deadtime), NULL, NULL,
+     .doc = "how long the peer must be silent on every path to be dead"},
+    {"auth-key-file", CONF_PATH, CONF_REQUIRED, 0, 0, CFIELD(auth_key_file), NULL, NULL,
+     .doc = "the file with the key that authenticates heartbeats"},
+    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), enum_quorum_loss,
+     "freeze, demote", .doc = "what a primary does that lost both its peer and the witness"},
+    {"witness-address", CONF_ADDR, 0, 0, 0, CFIELD(witness_address), NULL, NULL,
+     .doc = "the witness's IP:PORT: where hakd --witness listens and the nodes ask for its vote"},
+    {"quorum", CONF_BOOL, 0, 0, 0, CFIELD(quorum), NULL, NULL,
+     .doc = "no: promote without a witness vote, after fence-hook succeeded (default yes)"},
+    {"fence-hook", CONF_PATH, 0, 0, 0, CFIELD(fence_hook), NULL, NULL,
+     .doc = "a program that powers the peer off; exit 0 means it can no longer write"},
+    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), enum_disk_failure,
+     "detach, failover",
+     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over"},
+    {"preferred-node", CONF_STRING, 0, 0, 0, CFIELD(preferred_node), NULL, NULL,
+     .doc = "the node that takes the primary role when both could and neither is"},
+};
+
+static const struct conf_key volume_keys[] = {
+    {"backing", CONF_PATH, CONF_REQUIRED | CONF_UNIQUE, 0, 0, VFIELD(backing), NULL, NULL,
+     .doc = "the file or block device to serve"},
+    {"nbd-socket", CONF_PATH, CONF_REQUIRED | CONF_UNIQUE | CONF_SOCKET, 0, 0, VFIELD(nbd_socket),
+     NULL, NULL, .doc = "the UNIX socket NBD clients connect to"},
+    {"nbd-listen", CONF_ADDR, CONF_UNIQUE, 0, 0, VFIELD(nbd_listen), NULL, NULL,
+     .doc = "the TCP address NBD clients connect to"},
+    {"description", CONF_STRING, 0, 0, 0, VFIELD(description), NULL, NULL,
+     .doc = "a text shown to NBD clients"},
+    {"read-only", CONF_BOOL, 0, 0, 0, VFIELD(read_only), NULL, NULL,
+     .doc = "whether clients may only read"},
+    {"direct-io", CONF_BOOL, 0, 0, 0, VFIELD(direct_io), NULL, NULL,
+     .doc = "whether to bypass the page cache"},
+    {"block-size-min", CONF_SIZE, CONF_POW2, 1, 65536, VFIELD(block_size_min), NULL, NULL,
+     .doc = "the smallest I/O size clients may use"},
+    {"max-payload", CONF_SIZE, 0, 64u << 10, 64u << 20, VFIELD(max_payload), NULL, NULL,
+     .doc = "the largest request clients may send"},
+    {"mode", CONF_ENUM, 0, 0, 0, VFIELD(mode), enum_mode, "sync, memsync, async",
+     .doc = "when a write is acknowledged"},
+    {"meta-disk", CONF_CUSTOM, 0, 0, 0, VFIELD(meta_path), NULL, "'internal' or an absolute path",
+     "where the replication metadata is kept", .apply = apply_meta_disk},
+    {"bitmap-block-size", CONF_SIZE, CONF_POW2, 4u << 10, 1u << 20, VFIELD(bitmap_block_size), NULL,
+     NULL, .doc = "the bytes tracked by one bit of the dirty bitmap"},
+    {"replication-port-offset", CONF_UINT, 0, 0, CONFIG_MAX_OFFSET, VFIELD(port_offset), NULL, NULL,
+     .doc = "what is added to the nodes' port for this volume"},
+    {"async-buffer", CONF_SIZE, 0, 1u << 20, 4ull << 30, VFIELD(async_buffer), NULL, NULL,
+     .doc = "the send buffer of async mode"},
+    {"ping-interval", CONF_DURATION, 0, MS(50), MS(60000), VFIELD(ping_interval), NULL, NULL,
+     .doc = "the time between two pings"},
+    {"ping-timeout", CONF_DURATION, 0, MS(50), MS(60000), VFIELD(ping_timeout), NULL, NULL,
+     .doc = "how long an unanswered ping takes to drop the peer"},
+    {"connect-interval", CONF_DURATION, 0, MS(50), MS(60000), VFIELD(connect_interval), NULL, NULL,
+     .doc = "the time between two tries to connect to the peer"},
+    {"max-epoch-size", CONF_UINT, 0, 1, 20000, VFIELD(max_epoch_size), NULL, NULL,
+     .doc = "the most writes between two barriers"},
+    {"after-split-brain", CONF_ENUM, 0, 0, 0, VFIELD(after_sb), enum_sb_policy,
+     "disconnect, discard-zero-changes, discard-least-changes, discard-younger-primary, "
+     "discard-node",
+     .doc = "whose changes a split brain drops"},
+    {"discard-node", CONF_CUSTOM, 0, 0, 0, VFIELD(sb_discard_node), NULL, "a node name",
+     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_discard_node},
+    {"split-brain-hook", CONF_PATH, 0, 0, 0, VFIELD(sb_hook), NULL, NULL,
+     .doc = "the program run on a split brain"},
+    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), enum_integrity, "none, crc32c",
+     .doc = "the checksum of replicated data"},
+    {"verify-alg", CONF_ENUM, 0, 0, 0, VFIELD(verify_alg), enum_hash_alg, "crc32c, sha256",
+     .doc = "the block hash of online verify and checksum-based resync"},
+    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), enum_csums, "no, yes, after-crash",
+     .doc = "whether a resync first compares block hashes and sends only what differs"},
+    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), enum_io_error, "detach, pass-on",
+     .doc = "what a failed request of the backing store does"},
+    {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
+     .doc = "the program run when the backing store fails a request"},
+    {"al-extents", CONF_UINT, 0, 0, HAK_AL_EXTENTS_MAX, VFIELD(al_extents), NULL, NULL,
+     .doc = "how many extents the activity log keeps hot (0: no activity log)"},
+    {"al-extent-size", CONF_SIZE, CONF_POW2, 1u << 20, 1u << 30, VFIELD(al_extent_size), NULL, NULL,
+     .doc = "the size of one activity-log extent"},
+    {"resync-rate-max", CONF_SIZE, 0, 0, 1ull << 40, VFIELD(resync_rate_max), NULL, NULL,
+     .doc = "the fastest a resync may run, in bytes per second (0: unlimited)"},
+    {"resync-rate-min", CONF_SIZE, 0, 0, 1ull << 40, VFIELD(resync_rate_min), NULL, NULL,
+     .doc = "the rate a resync keeps while applications write, in bytes per second"},
+    {"resync-fill-target", CONF_SIZE, 0, 256u << 10, 1u << 30, VFIELD(resync_fill), NULL, NULL,
+     .doc = "the resync bytes in flight on an idle volume"},
+};
+
+_Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
+_Static_assert(ARRAY_SIZE(node_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
+_Static_assert(ARRAY_SIZE(volume_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
+_Static_assert(ARRAY_SIZE(cluster_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
+
+static void *global_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                         void *parent_base);
+static void *node_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                       void *parent_base);
+static int node_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
+static void *cluster_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                          void *parent_base);
+static void *volume_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                         void *parent_base);
+static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base);
+
+static const struct conf_section sections[] = {
+    {"global", NULL, 0, 1, global_keys, ARRAY_SIZE(global_keys), global_open, NULL, NULL},
+    {"node", NULL, 1, CONFIG_MAX_NODES, node_keys, ARRAY_SIZE(node_keys), node_open, node_check,
+     "hak replicates between a pair of nodes"},
+    {"cluster", NULL, 0, 1, cluster_keys, ARRAY_SIZE(cluster_keys), cluster_open, NULL, NULL},
+    {"volume", NULL, 1, CONFIG_MAX_VOLUMES, volume_keys, ARRAY_SIZE(volume_keys), volume_open,
+     volume_check, NULL},
+    CONF_GROUP_SECTIONS,
+};
+
+static const struct conf_schema schema = {sections, ARRAY_SIZE(sections)};
+
+static int is_top_section(const char *type)
+{
+	return conf_schema_is_section(&schema, type);
+}
+
+/* ---- helpers ---- */
+
+/* Where to point at a setting: its value if it is written, else the section header. */
+static void setting_pos(const struct conf_block *blk, const char *key, unsigned *line,
+                        unsigned *col)
+{
+	const struct conf_directive *d = conf_parse_find(blk, key);
+
+	*line = d && d->vals ? d->vals->line : blk->line;
+	*col = d && d->vals ? d->vals->col : blk->col;
+}
+
+static uint64_t duration_usec(double seconds)
+{
+	return (uint64_t)(seconds * 1e6 + 0.5);
+}
+
+static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
+                           const struct conf_value *v, void *base)
+{
+	struct hak_config *cfg = base;
+
+	if (!conf_schema_name_valid(v->text))
+		return perr(
+		    ps, v->line, v->col,
+		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' or "
+		    "'-', as in the 'node NAME {' sections.",
+		    v->text, k->key, CONF_SCHEMA_NAME_MAX);
+	return conf_schema_set_string(ps, &cfg->node_name, v->text);
+}
+
+/* The peer connects to this address, so it must be a real, numeric one: no name, no wildcard. */
+static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base)
+{
+	struct hak_node_cfg *n = base;
+	struct conf_hostport hp;
+	const char *why;
+
+	if (conf_parse_hostport(v->text, &hp, &why) < 0)
+		return conf_schema_addr_error(ps, k, v, why,
+		                              "192.0.2.1:7789 or [2001:db8::1]:7789");
+	if (hp.family == AF_UNSPEC)
+		return perr(ps, v->line, v->col,
+		            "address '%.80s' of node '%s' has a host name; write the node's IP "
+		            "address, like 192.0.2.1:7789 or [2001:db8::1]:7789.",
+		            v->text, n->name);
+	if (strcmp(hp.host, "0.0.0.0") == 0 || strcmp(hp.host, "::") == 0)
+		return perr(ps, v->line, v->col,
+		            "address '%.80s' of node '%s' is the wildcard address; the peer "
+		            "connects to it, so write the node's own IP address.",
+		            v->text, n->name);
+	_Static_assert(sizeof(n->host) <= sizeof(hp.host), "host buffers");
+	memcpy(n->host, hp.host, sizeof(n->host));
+	n->host[sizeof(n->host) - 1] = '\0';
+	n->port = hp.port;
+	n->family = hp.family;
+	return conf_schema_set_string(ps, &n->address, v->text);
+}
+
+static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base)
+{
+	struct hak_node_cfg *n = base;
+	size_t len = strlen(v->text);
+
+	if (len < 1 || len > CONFIG_HOSTNAME_MAX || v->text[0] == '.' || v->text[0] == '-' ||
+	    strspn(v->text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+	        len)
+		return perr(ps, v->line, v->col,
+		            "Bad %s '%.80s' for node '%s'; use 1 to %u letters, digits, '-', '_' "
+		            "or '.', as the 'hostname' command prints it.",
+		            k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
+	return conf_schema_set_string(ps, &n->hostname, v->text);
+}
+
+static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
+                           const struct conf_value *v, void *base)
+{
+	struct hak_volume_cfg *vol = base;
+
+	if (strcmp(v->text, "internal") == 0) {
+		vol->meta_internal = true;
+		free(vol->meta_path);
+		vol->meta_path = NULL;
+		return 0;
+	}
+	if (v->text[0] != '/')
+		return perr(ps, v->line, v->col,
+		            "%s '%.80s' must be 'internal' or an absolute path (starting with "
+		            "'/').",
+		            k->key, v->text);
+	vol->meta_internal = false;
+	return conf_schema_set_string(ps, &vol->meta_path, v->text);
+}
+
+/* Heartbeats go to these addresses, so like 'address' they must be numeric and specific. */
+static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
+                                   const struct conf_value *v, void *base)
+{
+	struct hak_node_cfg *n = base;
+	struct conf_hostport hp;
+	const char *why;
+
+	for (n->n_heartbeat = 0; v; v = v->next) {
+		if (n->n_heartbeat == HAK_MAX_PATHS)
+			return perr(
+			    ps, v->line, v->col,
+			    "Node '%s' lists more than %u heartbeat addresses; use at most %u "
+			    "paths.",
+			    n->name, HAK_MAX_PATHS, HAK_MAX_PATHS);
+		if (conf_parse_hostport(v->text, &hp, &why) < 0)
+			return conf_schema_addr_error(ps, k, v, why,
+			                              "192.0.2.1:7790 or [2001:db8::1]:7790");
+		if (hp.family == AF_UNSPEC || strcmp(hp.host, "0.0.0.0") == 0 ||
+		    strcmp(hp.host, "::") == 0)
+			return perr(ps, v->line, v->col,
+			            "heartbeat-address '%.80s' of node '%s' is not a specific IP "
+			            "address; write the node's own IP on that path, like "
+			            "192.0.2.1:7790.",
+			            v->text, n->name);
+		struct hak_hb_addr *a = &n->heartbeat[n->n_heartbeat];
+		for (unsigned i = 0; i < n->n_heartbeat; i++)
+			if (n->heartbeat[i].port == hp.port &&
+			    strcmp(n->heartbeat[i].host, hp.host) == 0)
+				return perr(
+				    ps, v->line, v->col,
+				    "heartbeat-address '%.80s' of node '%s' is listed twice; each "
+				    "path needs its own address.",
+				    v->text, n->name);
+		_Static_assert(sizeof(a->host) <= sizeof(hp.host), "host buffers");
+		memcpy(a->host, hp.host, sizeof(a->host));
+		a->host[sizeof(a->host) - 1] = '\0';
+		a->port = hp.port;
+		a->family = hp.family;
+		n->n_heartbeat++;
+	}
+	return 0;
+}
+
+static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
+                              const struct conf_value *v, void *base)
+{
+	struct hak_volume_cfg *vol = base;
+	if (!conf_schema_name_valid(v->text))
+		return perr(ps, v->line, v->col,
+		            "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
+		            "or '-', as in the 'node NAME {' sections.",
+		            v->text, k->key, CONF_SCHEMA_NAME_MAX);
+	return conf_schema_set_string(ps, &vol->sb_discard_node, v->text);
+}
+
+/* ---- sections ---- */
+
+static void *cluster_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                          void *parent_base)
+{
+	struct hak_config *cfg = ctx;
+
+	(void)ps;
+	(void)parent_base;
+	cfg->cluster.present = true;
+	cfg->cluster.line = blk->line;
+	return &cfg->cluster;
+}
+
+static void *global_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                         void *parent_base)
+{
+	(void)ps;
+	(void)blk;
+	(void)parent_base;
+	return ctx;
+}
+
+/* conf_schema_validate() keeps the count within CONFIG_MAX_NODES, so the array never moves. */
+static void *node_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                       void *parent_base)
+{
+	struct hak_config *cfg = ctx;
+	struct hak_node_cfg *n;
+
+	(void)parent_base;
+	if (!cfg->nodes && !(cfg->nodes = calloc(CONFIG_MAX_NODES, sizeof(*cfg->nodes))))
+		goto oom;
+	n = &cfg->nodes[cfg->n_nodes];
+	if (!(n->name = strdup(blk->name)))
+		goto oom;
+	n->line = blk->line;
+	cfg->n_nodes++;
+	return n;
+oom:
+	conf_parse_oom(ps);
+	return NULL;
+}
+
+static int node_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
+{
+	struct hak_node_cfg *n = base;
+
+	(void)ctx;
+	(void)blk;
+	if (!n->hostname && !(n->hostname = strdup(n->name)))
+		return conf_parse_oom(ps);
+	return 0;
+}
+
+static char *meta_default_path(const char *state_dir, const char *name)
+{
+	size_t len = strlen(state_dir);
+	char *path;
+
+	while (len > 1 && state_dir[len - 1] == '/')
+		len--;
+	if (asprintf(&path, "%.*s%s%s.meta", (int)len, state_dir, len == 1 ? "" : "/", name) < 0)
+		return NULL;
+	return path;
+}
+
+static struct hak_volume_cfg *volume_append(struct hak_config *cfg, const char *name)
+{
+	struct hak_volume_cfg *vols, *v;
+
+	if (cfg->n_volumes >= CONFIG_MAX_VOLUMES) {
+		errno = ENOSPC;
+		return NULL;
+	}
+	if (cfg->n_volumes == cfg->volumes_alloc) {
+		size_t n = cfg->volumes_alloc ? cfg->volumes_alloc * 2 : 4;
+		vols = realloc(cfg->volumes, n * sizeof(*vols));
+		if (!vols)
+			return NULL;
+		cfg->volumes = vols;
+		cfg->volumes_alloc = n;
+	}
+	v = &cfg->volumes[cfg->n_volumes];
+	memset(v, 0, sizeof(*v));
+	v->name = strdup(name);
+	if (!v->name)
+		return NULL;
+	v->max_payload = HAK_DEFAULT_MAX_PAYLOAD;
+	v->mode = HAK_MODE_SYNC;
+	v->bitmap_block_size = HAK_DEFAULT_BITMAP_BLOCK;
+	v->async_buffer = HAK_DEFAULT_ASYNC_BUFFER;
+	v->ping_interval = HAK_DEFAULT_PING_INTERVAL;
+	v->ping_timeout = HAK_DEFAULT_PING_TIMEOUT;
+	v->connect_interval = HAK_DEFAULT_CONNECT_INTVL;
+	v->max_epoch_size = HAK_DEFAULT_MAX_EPOCH;
+	v->al_extents = HAK_DEFAULT_AL_EXTENTS;
+	v->al_extent_size = HAK_DEFAULT_AL_EXTENT_SIZE;
+	v->resync_rate_min = HAK_DEFAULT_RS_RATE_MIN;
+	v->resync_fill = HAK_DEFAULT_RS_FILL;
+	cfg->n_volumes++;
+	return v;
+}
+
+static void *volume_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
+                         void *parent_base)
+{
+	struct hak_volume_cfg *v = volume_append(ctx, blk->name);
+
+	(void)parent_base;
+	if (!v) {
+		conf_parse_oom(ps);
+		return NULL;
+	}
+	v->line = blk->line;
+	return v;
+}
+
+/* NBD requires the maximum payload to be a multiple of the minimum block size. */
+static int volume_check_sizes(struct conf_parse *ps, const struct conf_block *blk,
+                              const struct hak_volume_cfg *v)
+{
+	uint32_t min = v->block_size_min ? v->block_size_min : v->direct_io ? 4096 : 512;
+	const struct conf_directive *d = conf_parse_find(blk, "max-payload");
+	char a[32], b[32];
+
+	if (v->max_payload % min == 0)
+		return 0;
+	if (!d)
+		d = conf_parse_find(blk, "block-size-min");
+	conf_parse_fmt_size(v->max_payload, a, sizeof(a));
+	conf_parse_fmt_size(min, b, sizeof(b));
+	return perr(ps, d ? d->line : blk->line, d ? d->col : blk->col,
+	            "max-payload %s of volume '%s' is not a multiple of its minimum block size %s.",
+	            a, v->name, b);
+}
+
+/* A timeout no longer than the interval would drop a healthy peer between two pings. */
+static int volume_check_ping(struct conf_parse *ps, const struct conf_block *blk,
+                             const struct hak_volume_cfg *v)
+{
+	char iv[32], to[32];
+	unsigned line, col;
+
+	if (v->ping_timeout > v->ping_interval)
+		return 0;
+	setting_pos(blk, conf_parse_find(blk, "ping-timeout") ? "ping-timeout" : "ping-interval",
+	            &line, &col);
+	conf_parse_fmt_duration(duration_usec(v->ping_interval), iv, sizeof(iv));
+	conf_parse_fmt_duration(duration_usec(v->ping_timeout), to, sizeof(to));
+	return perr(ps, line, col,
+	            "ping-timeout %s of volume '%s' must be longer than its ping-interval %s, or a "
+	            "healthy peer would be dropped between two pings.",
+	            to, v->name, iv);
+}
+
+/* discard-node names the victim of one policy and means nothing with another. */
+static int volume_check_sb(struct conf_parse *ps, const struct conf_block *blk,
+                           const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+	bool want = v->after_sb == SB_POLICY_DISCARD_NODE;
+	if (want == (v->sb_discard_node != NULL))
+		return 0;
+	setting_pos(blk, want ? "after-split-brain" : "discard-node", &line, &col);
+	if (want)
+		return perr(ps, line, col,
+		            "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
+		            "NAME' naming the node whose changes are dropped; add it.",
+		            v->name);
+	return perr(ps, line, col,
+	            "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
+	            "'after-split-brain discard-node' or remove discard-node.",
+	            v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
+}
+
+/* Fewer slots than one request may span would let a wide write wait forever. */
+static int volume_check_al(struct conf_parse *ps, const struct conf_block *blk,
+                           const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+
+	if (v->al_extents == 0 || v->al_extents >= 64)
+		return 0;
+	setting_pos(blk, "al-extents", &line, &col);
+	return perr(ps, line, col,
+	            "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
+	            "or 64 to %u.",
+	            v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
+}
+
+static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
+{
+	(void)ctx;
+	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0 ||
+	    volume_check_al(ps, blk, base) < 0)
+		return -1;
+	return volume_check_ping(ps, blk, base);
+}
+
+/* ---- checks of the whole file ---- */
+
+/* Markers for conf_parse_unique(): what a value must be unique among. */
+static const char ns_files, ns_offsets;
+
+static const struct conf_block *block_find(const struct conf_block *root, const char *type)
+{
+	for (const struct conf_block *c = root->children; c; c = c->next)
+		if (strcmp(c->type, type) == 0)
+			return c;
+	return NULL;
+}
+
+static const struct conf_block *block_next(const struct conf_block *c, const char *type)
+{
+	for (c = c->next; c; c = c->next)
+		if (strcmp(c->type, type) == 0)
+			return c;
+	return NULL;
+}
+
+/*
+ * Metadata files get their default path here, since 'state-dir' may come after the volume; a
+ * metadata file shared with another volume's metadata or backing would corrupt both.
+ */
+static int check_meta(struct conf_parse *ps, struct hak_config *cfg, const struct conf_block *root)
+{
+	const struct conf_block *c, *first;
+	size_t i = 0;
+	unsigned line, col;
+
+	for (c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
+		struct hak_volume_cfg *v = &cfg->volumes[i];
+		if (conf_parse_unique(ps, &ns_files, v->backing, c, &first) < 0)
+			return -1;
+		if (!v->meta_internal && !v->meta_path &&
+		    !(v->meta_path = meta_default_path(cfg->state_dir, v->name)))
+			return conf_parse_oom(ps);
+	}
+	for (i = 0, c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
+		const struct hak_volume_cfg *v = &cfg->volumes[i];
+		if (v->meta_internal)
+			continue;
+		if (conf_parse_unique(ps, &ns_files, v->meta_path, c, &first) < 0)
+			return -1;
+		if (!first)
+			continue;
+		const struct hak_volume_cfg *o = config_find_volume(cfg, first->name);
+		int is_backing = strcmp(o->backing, v->meta_path) == 0;
+		setting_pos(c, "meta-disk", &line, &col);
+		if (o == v)
+			return perr(
+			    ps, line, col,
+			    "The metadata file of volume '%s' is its backing '%.80s'; write "
+			    "'meta-disk internal' to keep the metadata on the backing store.",
+			    v->name, v->backing);
+		return perr(
+		    ps, line, col,
+		    "The metadata file '%.80s' of volume '%s' is also the %s of volume "
+		    "'%s' (line %u); give each volume its own meta-disk, or use 'internal'.",
+		    v->meta_path, v->name, is_backing ? "backing" : "metadata file", o->name,
+		    o->line);
+	}
+	return 0;
+}
+
+static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
+                           const struct conf_block *root)
+{
+	const struct conf_block *a = block_find(root, "node"),
+	                        *b = a ? block_next(a, "node") : NULL;
+	const struct hak_node_cfg *na = &cfg->nodes[0], *nb = &cfg->nodes[1];
+	unsigned line, col;
+
+	if (!b)
+		return perr(
+		    ps, a->line, a->col,
+		    "Node '%s' is the only node section; replication needs exactly two, so "
+		    "add the peer's 'node NAME { address IP:PORT }' section, or remove this "
+		    "one to serve standalone volumes.",
+		    na->name);
+	if (na->family == nb->family && na->port == nb->port && strcmp(na->host, nb->host) == 0) {
+		setting_pos(b, "address", &line, &col);
+		return perr(ps, line, col,
+		            "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
+		            "node needs its own.",
+		            nb->name, nb->address, na->name, na->line);
+	}
+	if (strcmp(na->hostname, nb->hostname) == 0) {
+		setting_pos(b, "hostname", &line, &col);
+		return perr(ps, line, col,
+		            "Node '%s' has the same hostname '%.80s' as node '%s' (line %u), so "
+		            "hakd could not tell which one it runs on; set 'hostname' to each "
+		            "machine's own hostname.",
+		            nb->name, nb->hostname, na->name, na->line);
+	}
+	return 0;
+}
+
+static int check_nodes(struct conf_parse *ps, const struct hak_config *cfg,
+                       const struct conf_block *root)
+{
+	const struct conf_block *g = block_find(root, "global");
+	const struct conf_directive *d;
+
+	if (cfg->n_nodes && check_node_pair(ps, cfg, root) < 0)
+		return -1;
+	if (!cfg->node_name)
+		return 0;
+	for (size_t i = 0; i < cfg->n_nodes; i++)
+		if (strcmp(cfg->nodes[i].name, cfg->node_name) == 0)
+			return 0;
+	d = conf_parse_find(g, "node");
+	if (!cfg->n_nodes)
+		return perr(ps, d->vals->line, d->vals->col,
+		            "The global 'node %s' names a node, but there are no node sections; "
+		            "remove it, or add the two 'node NAME {' sections.",
+		            cfg->node_name);
+	return perr(ps, d->vals->line, d->vals->col,
+	            "The global 'node %s' names no node section; the nodes are '%s' and '%s'.",
+	            cfg->node_name, cfg->nodes[0].name, cfg->nodes[1].name);
+}
+
+/* The arena keeps the text of an offset for the uniqueness table. */
+static const char *offset_text(struct conf_parse *ps, unsigned offset)
+{
+	char *s = conf_parse_alloc(ps, 24);
+
+	if (s)
+		snprintf(s, 24, "%u", offset);
+	else
+		conf_parse_oom(ps);
+	return s;
+}
+
+/*
+ * Both nodes on one IP (a test pair on one machine): node A's volume with offset o listens on
+ * A.port + o, which must not be B.port + o' for any volume's offset o'.
+ */
+static int check_shared_ip(struct conf_parse *ps, const struct hak_config *cfg,
+                           const struct conf_block *root)
+{
+	const struct hak_node_cfg *na = &cfg->nodes[0], *nb = &cfg->nodes[1];
+	long delta = (long)nb->port - (long)na->port;
+	const struct conf_block *c, *other;
+	char text[24];
+	unsigned line, col;
+	size_t i = 0;
+
+	for (c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
+		const struct hak_volume_cfg *v = &cfg->volumes[i];
+		snprintf(text, sizeof(text), "%ld", (long)v->port_offset - delta);
+		other = conf_parse_unique_find(ps, &ns_offsets, text);
+		if (!other)
+			continue;
+		setting_pos(c, "replication-port-offset", &line, &col);
+		return perr(ps, line, col,
+		            "Volume '%s' would listen on port %u of node '%s', which volume '%s' "
+		            "uses on node '%s'; both nodes have the IP %s, so choose offsets or "
+		            "node ports farther apart.",
+		            v->name, na->port + v->port_offset, na->name, other->name, nb->name,
+		            na->host);
+	}
+	return 0;
+}
+
+/*
+ * With nodes, each volume listens on each node's port + its offset, so offsets must differ,
+ * stay within 65535, and, when both nodes share an IP (a test pair on one machine), one node's
+ * ports must not be the other's.
+ */
+static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
+                       const struct conf_block *root)
+{
+	const struct hak_node_cfg *na, *nb;
+	const struct conf_block *c, *first;
+	unsigned top, line, col;
+	const char *text;
+	size_t i = 0;
+
+	if (!cfg->n_nodes)
+		return 0;
+	na = &cfg->nodes[0];
+	nb = &cfg->nodes[1];
+	top = na->port > nb->port ? na->port : nb->port;
+	for (c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
+		const struct hak_volume_cfg *v = &cfg->volumes[i];
+		setting_pos(c, "replication-port-offset", &line, &col);
+		if (top + v->port_offset > 65535)
+			return perr(
+			    ps, line, col,
+			    "replication-port-offset %u of volume '%s' goes past port 65535 "
+			    "on node '%s' (port %u); use at most %u.",
+			    v->port_offset, v->name, na->port == top ? na->name : nb->name, top,
+			    65535 - top);
+		if (!(text = offset_text(ps, v->port_offset)) ||
+		    conf_parse_unique(ps, &ns_offsets, text, c, &first) < 0)
+			return -1;
+		if (first)
+			return perr(
+			    ps, line, col,
+			    "Volume '%s' has the same replication-port-offset %u as volume "
+			    "'%s' (line %u); with nodes, each volume needs its own port, so "
+			    "give each a different offset.",
+			    v->name, v->port_offset, first->name, first->line);
+	}
+	return na->family == nb->family && strcmp(na->host, nb->host) == 0
+	           ? check_shared_ip(ps, cfg, root)
+	           : 0;
+}
+
+static int check_groups(struct conf_parse *ps, const struct hak_config *cfg)
+{
+	const char *names[CONFIG_MAX_VOLUMES];
+
+	for (size_t i = 0; i < cfg->n_volumes; i++)
+		names[i] = cfg->volumes[i].name;
+	return conf_group_check_volumes(ps, &cfg->groups, names, (unsigned)cfg->n_volumes);
+}
+
+/* Path i of one node pairs with path i of the other: same count, same family, distinct ends. */
+static int check_paths(struct conf_parse *ps, const struct hak_config *cfg,
+                       const struct conf_block *root)
+{
+	const struct conf_block *b = block_next(block_find(root, "node"), "node");
+	const struct hak_node_cfg *na = &cfg->nodes[0], *nb = &cfg->nodes[1];
+	unsigned line, col;
+
+	setting_pos(b, "heartbeat-address", &line, &col);
+	if (na->n_heartbeat != nb->n_heartbeat)
+		return perr(ps, line, col,
+		            "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
+		            "address per path on each node, in the same order.",
+		            nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
+	for (unsigned i = 0; i < na->n_heartbeat; i++) {
+		const struct hak_hb_addr *x = &na->heartbeat[i], *y = &nb->heartbeat[i];
+		if (x->family != y->family)
+			return perr(ps, line, col,
+			            "Heartbeat path %u joins an IPv%d address of node '%s' to an "
+			            "IPv%d address of node '%s'; both ends of a path need the same "
+			            "family.",
+			            i + 1, x->family == AF_INET ? 4 : 6, na->name,
+			            y->family == AF_INET ? 4 : 6, nb->name);
+		if (x->port == y->port && strcmp(x->host, y->host) == 0)
+			return perr(
+			    ps, line, col,
+			    "Heartbeat path %u has the same address %s port %u on both nodes; "
+			    "each end needs its own.",
+			    i + 1, x->host, x->port);
+	}
+	return 0;
+}
+
+static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
+                         const struct conf_block *root)
+{
+	const struct conf_block *c = block_find(root, "cluster"), *nb = block_find(root, "node");
+	const struct hak_cluster_cfg *cl = &cfg->cluster;
+	unsigned line, col;
+
+	for (size_t i = 0; !cl->present && i < cfg->n_nodes; i++, nb = block_next(nb, "node")) {
+		if (!cfg->nodes[i].n_heartbeat)
+			continue;
+		setting_pos(nb, "heartbeat-address", &line, &col);
+		return perr(ps, line, col,
+		            "heartbeat-address of node '%s' is used only by the cluster manager; "
+		            "add a 'cluster { auth-key-file PATH }' section, or remove it.",
+		            cfg->nodes[i].name);
+	}
+	if (!cl->present)
+		return 0;
+	if (cfg->n_nodes != 2)
+		return perr(
+		    ps, c->line, c->col,
+		    "The cluster section needs the two 'node NAME {' sections it fails over "
+		    "between; add them, or remove the cluster section.");
+	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
+		if (cfg->nodes[i].n_heartbeat < 2) {
+			setting_pos(nb, "heartbeat-address", &line, &col);
+			return perr(
+			    ps, line, col,
+			    "Node '%s' has %u heartbeat paths; the cluster needs at least two "
+			    "(for example the replication and the service network), so one "
+			    "failed link does not look like a dead peer: write "
+			    "'heartbeat-address IP:PORT IP:PORT'.",
+			    cfg->nodes[i].name, cfg->nodes[i].n_heartbeat);
+		}
+	if (cl->preferred_node && strcmp(cl->preferred_node, cfg->nodes[0].name) != 0 &&
+	    strcmp(cl->preferred_node, cfg->nodes[1].name) != 0) {
+		setting_pos(c, "preferred-node", &line, &col);
+		return perr(ps, line, col,
+		            "preferred-node '%s' is not a node; the nodes are %s and %s.",
+		            cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
+	}
+	if (!cl->quorum && !cl->fence_hook) {
+		setting_pos(c, "quorum", &line, &col);
+		return perr(ps, line, col,
+		            "quorum no needs a fence-hook: without the witness's vote only a "
+		            "successful fence may let a node promote; add fence-hook PATH.");
+	}
+	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
+		setting_pos(c, "deadtime", &line, &col);
+		return perr(ps, line, col,
+		            "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
+		            "late packet would declare the peer dead; raise deadtime.",
+		            cl->deadtime, cl->heartbeat_interval);
+	}
+	return check_paths(ps, cfg, root);
+}
+
+static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
+                         const struct conf_block *root)
+{
+	size_t i = 0;
+
+	for (const struct conf_block *c = root->children; c; c = c->next) {
+		if (strcmp(c->type, "volume") != 0)
+			continue;
+		const struct hak_volume_cfg *v = &cfg->volumes[i++];
+		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
+			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
+			return perr(ps, val->line, val->col,
+			            "nbd-socket of volume '%s' is the control socket '%.80s'; use "
+			            "another path.",
+			            v->name, v->nbd_socket);
+		}
+	}
+	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
+	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0)
+		return -1;
+	return check_groups(ps, cfg);
+}
+
+/* ---- public API ---- */
+
+struct hak_config *config_new_default(void)
+{
+	struct hak_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg)
+		return NULL;
+	cfg->control_socket = strdup(HAK_DEFAULT_CONTROL_SOCKET);
+	cfg->state_dir = strdup(HAK_DEFAULT_STATE_DIR);
+	if (!cfg->control_socket || !cfg->state_dir) {
+		config_free(cfg);
+		return NULL;
+	}
+	cfg->log_level = LOG_LVL_INFO;
+	cfg->io_engine = IO_KIND_AUTO;
+	cfg->sched_batch = 1;
+	cfg->io_depth = HAK_DEFAULT_IO_DEPTH;
+	cfg->max_clients = HAK_DEFAULT_MAX_CLIENTS;
+	cfg->cluster.cluster_id = HAK_DEFAULT_CLUSTER_ID;
+	cfg->cluster.heartbeat_interval = HAK_DEFAULT_HB_INTERVAL;
+	cfg->cluster.deadtime = HAK_DEFAULT_DEADTIME;
+	cfg->cluster.on_quorum_loss = HAK_QL_FREEZE;
+	cfg->cluster.quorum = 1;
+	return cfg;
+}
+
+int config_parse(const char *text, size_t len, const char *name, struct hak_config **out, char *err,
+                 size_t errlen)
+{
+	struct conf_parse ps;
+	struct hak_config *cfg = NULL;
+	struct conf_block *root;
+	int ret = -1;
+
+	*out = NULL;
+	conf_parse_init(&ps, name, err, errlen);
+	if (conf_parse_text(&ps, text, len, is_top_section, &root) < 0)
+		goto out;
+	cfg = config_new_default();
+	if (!cfg || !(cfg->file = strdup(ps.name))) {
+		conf_parse_oom(&ps);
+		goto out;
+	}
+	if (conf_schema_validate(&ps, &schema, root, cfg) < 0 || validate_file(&ps, cfg, root) < 0)
+		goto out;
+	*out = cfg;
+	cfg = NULL;
+	ret = 0;
+out:
+	conf_parse_free(&ps);
+	config_free(cfg);
+	if (ret < 0)
+		errno = ps.enomem ? ENOMEM : EINVAL;
+	return ret;
+}
+
+int config_load(const char *path, struct hak_config **out, char *err, size_t errlen)
+{
+	size_t cap = CONF_PARSE_MAX_BYTES + 1, len = 0; /* one more, so that too big is detected */
+	char *buf = NULL;
+	int fd = -1, ret = -1, saved;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		goto io_error;
+	buf = malloc(cap);
+	if (!buf)
+		goto io_error;
+	while (len < cap) {
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto io_error;
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	ret = config_parse(buf, len, path, out, err, errlen);
+	goto out;
+io_error:
+	saved = errno;
+	if (err && errlen)
+		snprintf(err, errlen, "%s: cannot read the configuration file: %s.", path,
+		         strerror(saved));
+	errno = saved;
+out:
+	saved = errno;
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	errno = saved;
+	return ret;
+}
+
+struct hak_volume_cfg *config_add_volume(struct hak_config *cfg, const char *name,
+                                         const char *backing)
+{
+	struct hak_volume_cfg *v = NULL;
+	char *copy = NULL, *meta = NULL;
+
+	if (!cfg || !name || !backing || !conf_schema_name_valid(name)) {
+		errno = EINVAL;
+		goto out;
+	}
+	if (config_find_volume(cfg, name)) {
+		errno = EEXIST;
+		goto out;
+	}
+	copy = strdup(backing);
+	meta = meta_default_path(cfg->state_dir ? cfg->state_dir : HAK_DEFAULT_STATE_DIR, name);
+	if (!copy || !meta)
+		goto out;
+	v = volume_append(cfg, name);
+	if (!v)
+		goto out;
+	v->backing = copy;
+	v->meta_path = meta;
+	copy = meta = NULL;
+out:
+	free(copy);
+	free(meta);
+	return v;
+}
+
+const struct hak_volume_cfg *config_find_volume(const struct hak_config *cfg, const char *name)
+{
+	for (size_t i = 0; cfg && name && i < cfg->n_volumes; i++)
+		if (strcmp(cfg->volumes[i].name, name) == 0)
+			return &cfg->volumes[i];
+	return NULL;
+}
+
+void config_free(struct hak_config *cfg)
+{
+	if (!cfg)
+		return;
+	conf_group_free(&cfg->groups);
+	for (size_t i = 0; i < cfg->n_volumes; i++) {
+		struct hak_volume_cfg *v = &cfg->volumes[i];
+		free(v->name);
+		free(v->backing);
+		free(v->nbd_socket);
+		free(v->nbd_listen);
+		free(v->description);
+		free(v->meta_path);
+		free(v->sb_discard_node);
+		free(v->sb_hook);
+		free(v->local_io_error_hook);
+	}
+	for (size_t i = 0; i < cfg->n_nodes; i++) {
+		free(cfg->nodes[i].name);
+		free(cfg->nodes[i].address);
+		free(cfg->nodes[i].hostname);
+	}
+	free(cfg->nodes);
+	free(cfg->volumes);
+	free(cfg->file);
+	free(cfg->control_socket);
+	free(cfg->node_name);
+	free(cfg->state_dir);
+	free(cfg->cluster.auth_key_file);
+	free(cfg->cluster.witness_address);
+	free(cfg->cluster.fence_hook);
+	free(cfg->cluster.preferred_node);
+	free(cfg);
+}
+
+const char *config_mode_name(enum hak_repl_mode mode)
+{
+	if ((size_t)mode >= ARRAY_SIZE(mode_names))
+		return "unknown";
+	return mode_names[mode];
+}
+
+/* ---- which node this machine is ---- */
+
+/* "'alpha' (hostname alpha) and 'beta' (hostname b.example)", for messages. */
+static void node_list(const struct hak_config *cfg, char *buf, size_t len)
+{
+	const struct hak_node_cfg *a = &cfg->nodes[0], *b = &cfg->nodes[1];
+
+	snprintf(buf, len, "'%s' (hostname %.80s) and '%s' (hostname %.80s)", a->name, a->hostname,
+	         b->name, b->hostname);
+}
+
+/* Exact hostname first; then the first label of an FQDN, as 'hostname -s' would print it. */
+static int node_by_hostname(const struct hak_config *cfg, const char *host)
+{
+	size_t short_len = strcspn(host, ".");
+
+	for (size_t i = 0; i < cfg->n_nodes; i++)
+		if (strcmp(cfg->nodes[i].hostname, host) == 0)
+			return (int)i;
+	for (size_t i = 0; host[short_len] && i < cfg->n_nodes; i++)
+		if (strlen(cfg->nodes[i].hostname) == short_len &&
+		    strncmp(cfg->nodes[i].hostname, host, short_len) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int node_by_name(const struct hak_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_nodes; i++)
+		if (strcmp(cfg->nodes[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int config_find_self(const struct hak_config *cfg, const char *override_name,
+                     const struct hak_node_cfg **self, const struct hak_node_cfg **peer, char *err,
+                     size_t errlen)
+{
+	const char *file = cfg->file ? cfg->file : "the configuration";
+	const char *want = override_name ? override_name : cfg->node_name;
+	char host[CONFIG_HOSTNAME_MAX + 2] = "", nodes[256] = "";
+	int idx, e = ENOENT, ret = -1;
+
+	*self = *peer = NULL;
+	if (!err)
+		errlen = 0;
+	if (errlen)
+		err[0] = '\0';
+	if (cfg->n_nodes == 0 && !override_name) { /* standalone volumes: no pair to be part of */
+		ret = 0;
+		goto out;
+	}
+	if (gethostname(host, sizeof(host) - 1) < 0) {
+		e = errno;
+		snprintf(err, errlen,
+		         "Cannot read this machine's hostname (%s); name the node with 'node NAME' "
+		         "in the global section of %s or with hakd --node NAME.",
+		         strerror(e), file);
+		if (!want)
+			goto out;
+		snprintf(host, sizeof(host), "(unknown)");
+	}
+	if (cfg->n_nodes != 2) {
+		e = cfg->n_nodes ? EINVAL : ENOENT;
+		snprintf(
+		    err, errlen,
+		    "%s has %zu node sections, but a pair needs two (this machine's hostname is "
+		    "'%s'); add the 'node NAME {' sections%s.",
+		    file, cfg->n_nodes, host, override_name ? " or leave out hakd --node" : "");
+		goto out;
+	}
+	node_list(cfg, nodes, sizeof(nodes));
+	idx = want ? node_by_name(cfg, want) : node_by_hostname(cfg, host);
+	if (idx >= 0) {
+		*self = &cfg->nodes[idx];
+		*peer = &cfg->nodes[1 - idx];
+		ret = 0;
+	} else if (want) {
+		snprintf(err, errlen,
+		         "%s '%.80s' names no node of %s; the nodes are %s, and this machine's "
+		         "hostname is '%s'.",
+		         override_name ? "hakd --node" : "The global node", want, file, nodes,
+		         host);
+	} else {
+		snprintf(
+		    err, errlen,
+		    "This machine's hostname '%s' is not the hostname of a node of %s, which "
+		    "are %s; set 'hostname' in this machine's node section, 'node NAME' in the "
+		    "global section, or start hakd with --node NAME.",
+		    host, file, nodes);
+	}
+out:
+	if (ret < 0)
+		errno = e;
+	else if (errlen)
+		err[0] = '\0'; /* a hostname error that --node made harmless */
+	return ret;
+}

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+#include "control.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <ev.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "lib/log.h"
+
+#define MAX_CMDS 64
+
+struct ctl_cmd {
+	const char *name;
+	control_handler fn;
+	control_stream_fn stream;
+	void *ctx;
+};
+
+struct ctl_client {
+	struct control *ctl;
+	int fd;
+	ev_io rio, wio;
+	char *in;
+	size_t in_len;
+	char *out;
+	size_t out_len, out_sent;
+	struct ctl_client *prev, *next;
+};
+
+struct control {
+	struct ev_loop *loop;
+	char *path;
+	int lfd;
+	ev_io lio;
+	struct ctl_cmd cmds[MAX_CMDS];
+	size_t n_cmds;
+	struct ctl_client *clients;
+	unsigned n_clients;
+};
+
+static char *reply_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *reply_error(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *r = realloc(s, n + 2);
+	if (!r) {
+		free(s);
+		return NULL;
+	}
+	r[n] = '\n';
+	r[n + 1] = '\0';
+	return r;
+}
+
+char *control_handle_line(struct control *ctl, const char *line, size_t len)
+{
+	json_error_t jerr;
+	char err[512] = "";
+	char *out = NULL;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+	json_t *resp = NULL;
+
+	if (!req)
+		return reply_error("The request is not valid JSON (column %d: %s).", jerr.column,
+		                   jerr.text);
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	if (!json_is_object(req) || !cmd) {
+		out = reply_error("The request must be a JSON object with a string \"cmd\".");
+		goto done;
+	}
+	for (size_t i = 0; i < ctl->n_cmds; i++) {
+		if (strcmp(ctl->cmds[i].name, cmd) != 0)
+			continue;
+		if (ctl->cmds[i].stream) {
+			out = reply_error("Command '%.64s' streams and needs the control socket.",
+			                  cmd);
+			goto done;
+		}
+		resp = ctl->cmds[i].fn(ctl->cmds[i].ctx, req, err, sizeof(err));
+		if (!resp) {
+			out = reply_error("%s", err[0] ? err : "The command failed.");
+			goto done;
+		}
+		json_object_set_new(resp, "ok", json_true());
+		char *s = json_dumps(resp, JSON_COMPACT);
+		if (s) {
+			size_t n = strlen(s);
+			out = realloc(s, n + 2);
+			if (!out) {
+				free(s);
+				goto done;
+			}
+			out[n] = '\n';
+			out[n + 1] = '\0';
+		}
+		goto done;
+	}
+	out = reply_error("Unknown command '%.64s'; try 'hakctl --help'.", cmd);
+done:
+	json_decref(resp);
+	json_decref(req);
+	return out;
+}
+
+/* Forget the client; its fd is closed unless keep_fd (handed to a streaming command). */
+static void client_release(struct ctl_client *cl, bool keep_fd)
+{
+	struct control *ctl = cl->ctl;
+	ev_io_stop(ctl->loop, &cl->rio);
+	ev_io_stop(ctl->loop, &cl->wio);
+	if (!keep_fd)
+		close(cl->fd);
+	if (cl->prev)
+		cl->prev->next = cl->next;
+	else
+		ctl->clients = cl->next;
+	if (cl->next)
+		cl->next->prev = cl->prev;
+	ctl->n_clients--;
+	free(cl->in);
+	free(cl->out);
+	free(cl);
+}
+
+static void client_free(struct ctl_client *cl)
+{
+	client_release(cl, false);
+}
+
+/* The streaming command this line asks for, if any. */
+static const struct ctl_cmd *stream_cmd(const struct control *ctl, const char *line, size_t len)
+{
+	const struct ctl_cmd *found = NULL;
+	json_t *req = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
+	const char *cmd = json_string_value(json_object_get(req, "cmd"));
+	for (size_t i = 0; cmd && i < ctl->n_cmds; i++)
+		if (ctl->cmds[i].stream && strcmp(ctl->cmds[i].name, cmd) == 0)
+			found = &ctl->cmds[i];
+	json_decref(req);
+	return found;
+}
+
+static int client_flush(struct ctl_client *cl)
+{
+	while (cl->out_sent < cl->out_len) {
+		ssize_t w = send(cl->fd, cl->out + cl->out_sent, cl->out_len - cl->out_sent,
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				ev_io_start(cl->ctl->loop, &cl->wio);
+				ev_io_stop(cl->ctl->loop, &cl->rio);
+				return 0;
+			}
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		cl->out_sent += (size_t)w;
+	}
+	free(cl->out);
+	cl->out = NULL;
+	cl->out_len = cl->out_sent = 0;
+	ev_io_stop(cl->ctl->loop, &cl->wio);
+	ev_io_start(cl->ctl->loop, &cl->rio);
+	return 0;
+}
+
+/* Answer every complete line in the input buffer; stop at the first reply that must wait. 1: the
+ * client became a stream and is gone. */
+static int client_process(struct ctl_client *cl)
+{
+	while (!cl->out) {
+		char *nl = memchr(cl->in, '\n', cl->in_len);
+		if (!nl)
+			return 0;
+		size_t len = (size_t)(nl - cl->in);
+		const struct ctl_cmd *sc = stream_cmd(cl->ctl, cl->in, len);
+		if (sc) {
+			char err[256] = "";
+			if (sc->stream(sc->ctx, cl->fd, err, sizeof(err)) == 0) {
+				client_release(cl, true);
+				return 1;
+			}
+			cl->out = reply_error("%s", err[0] ? err : "The command failed.");
+		} else {
+			cl->out = control_handle_line(cl->ctl, cl->in, len);
+		}
+		memmove(cl->in, nl + 1, cl->in_len - len - 1);
+		cl->in_len -= len + 1;
+		if (!cl->out)
+			return -1;
+		cl->out_len = strlen(cl->out);
+		cl->out_sent = 0;
+		if (client_flush(cl) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void client_read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctl_client *cl = w->data;
+	(void)loop;
+	(void)revents;
+	ssize_t r = read(cl->fd, cl->in + cl->in_len, CONTROL_MAX_LINE - cl->in_len);
+	if (r <= 0) {
+		if (r < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		client_free(cl);
+		return;
+	}
+	cl->in_len += (size_t)r;
+	int pr = client_process(cl);
+	if (pr < 0) {
+		client_free(cl);
+		return;
+	}
+	if (pr > 0)
+		return;
+	if (cl->in_len == CONTROL_MAX_LINE) {
+		log_warn("A control client sent a line longer than %u bytes; closing it.",
+		         CONTROL_MAX_LINE);
+		char *msg =
+		    reply_error("The request line is longer than %u bytes.", CONTROL_MAX_LINE);
+		if (msg) {
+			(void)!send(cl->fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+			free(msg);
+		}
+		client_free(cl);
+	}
+}
+
+static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct ctl_client *cl = w->data;
+	(void)loop;
+	(void)revents;
+	if (client_flush(cl) < 0)
+		client_free(cl);
+	else if (client_process(cl) < 0)
+		client_free(cl);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct control *ctl = w->data;
+	(void)revents;
+	int fd = accept4(ctl->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	struct ctl_client *cl = NULL;
+	if (ctl->n_clients >= CONTROL_MAX_CLIENTS || !(cl = calloc(1, sizeof(*cl))) ||
+	    !(cl->in = malloc(CONTROL_MAX_LINE))) {
+		log_warn(
+		    "Refusing a control client: %u are connected (limit %u) or memory ran out.",
+		    ctl->n_clients, CONTROL_MAX_CLIENTS);
+		free(cl);
+		close(fd);
+		return;
+	}
+	cl->ctl = ctl;
+	cl->fd = fd;
+	ev_io_init(&cl->rio, client_read_cb, fd, EV_READ);
+	ev_io_init(&cl->wio, client_write_cb, fd, EV_WRITE);
+	cl->rio.data = cl->wio.data = cl;
+	ev_io_start(loop, &cl->rio);
+	cl->next = ctl->clients;
+	if (ctl->clients)
+		ctl->clients->prev = cl;
+	ctl->clients = cl;
+	ctl->n_clients++;
+}
+
+static int mkdir_parent(const char *path)
+{
+	char *copy = strdup(path);
+	int rc = 0;
+	if (!copy)
+		return -1;
+	char *dir = dirname(copy);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		rc = -1;
+	free(copy);
+	return rc;
+}
+
+int control_create(struct ev_loop *loop, const char *path, struct control **out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct control *ctl = NULL;
+	int rc = -1, saved;
+
+	if (loop && strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("Control socket path %s is longer than %zu bytes.", path,
+		        sizeof(sa.sun_path) - 1);
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	ctl = calloc(1, sizeof(*ctl));
+	if (!ctl)
+		return -1;
+	ctl->loop = loop;
+	ctl->lfd = -1;
+	if (!loop) {
+		/* Detached: requests only through control_handle_line() (tests, fuzzing). */
+		*out = ctl;
+		return 0;
+	}
+	ctl->path = strdup(path);
+	if (!ctl->path)
+		goto out;
+	strcpy(sa.sun_path, path);
+	mkdir_parent(path);
+	ctl->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (ctl->lfd < 0)
+		goto out;
+	unlink(path);
+	/* Root-only: the control socket can stop the service and, later, move roles. */
+	mode_t old = umask(0177);
+	int b = bind(ctl->lfd, (struct sockaddr *)&sa, sizeof(sa));
+	umask(old);
+	if (b < 0 || listen(ctl->lfd, 16) < 0) {
+		log_err("Cannot listen on control socket %s: %s.", path, strerror(errno));
+		goto out;
+	}
+	ev_io_init(&ctl->lio, accept_cb, ctl->lfd, EV_READ);
+	ctl->lio.data = ctl;
+	ev_io_start(loop, &ctl->lio);
+	*out = ctl;
+	ctl = NULL;
+	rc = 0;
+out:
+	saved = errno;
+	if (ctl) {
+		if (ctl->lfd >= 0)
+			close(ctl->lfd);
+		free(ctl->path);
+		free(ctl);
+	}
+	errno = saved;
+	return rc;
+}
+
+int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+{
+	if (ctl->n_cmds == MAX_CMDS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, NULL, ctx};
+	return 0;
+}
+
+int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx)
+{
+	if (ctl->n_cmds == MAX_CMDS) {
+		errno = ENOSPC;
+		return -1;
+	}
+	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, NULL, fn, ctx};
+	return 0;
+}
+
+struct ev_loop *control_loop(const struct control *ctl)
+{
+	return ctl->loop;
+}
+
+void control_destroy(struct control *ctl)
+{
+	if (!ctl)
+		return;
+	while (ctl->clients)
+		client_free(ctl->clients);
+	if (ctl->lfd >= 0) {
+		ev_io_stop(ctl->loop, &ctl->lio);
+		close(ctl->lfd);
+		unlink(ctl->path);
+	}
+	free(ctl->path);
+	free(ctl);
+}

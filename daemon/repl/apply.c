@@ -1,0 +1,474 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The secondary's apply side: writes, trims, zeroes and resync runs received from the peer are
+ * applied concurrently, except that a request overlapping one in flight (or one waiting before
+ * it) waits, so overlapping writes land in arrival order. A BARRIER is answered once every
+ * write received before it is done and an fdatasync made them stable. Reading from the peer
+ * pauses while too much is in flight, so a fast primary cannot grow this side without bound.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta/bitmap.h"
+#include "lib/buf.h"
+#include "conf/config.h"
+#include "lib/crc32c.h"
+#include "ctl/events.h"
+#include "lib/log.h"
+#include "lib/endian.h"
+#include "repl_int.h"
+#include "lib/testhook.h"
+#include "verify.h"
+#include "volume/volume.h"
+
+static bool ranges_overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a < b + blen && b < a + alen;
+}
+
+static bool apply_blocked(const struct repl *r, const struct apply *a, const struct apply *stop)
+{
+	for (const struct apply *x = r->applies; x; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	for (const struct apply *x = r->apply_wait; x && x != stop; x = x->next)
+		if (ranges_overlap(x->off, x->len, a->off, a->len))
+			return true;
+	return false;
+}
+
+bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len)
+{
+	struct apply probe = {.off = off, .len = (uint32_t)len};
+	return apply_blocked(r, &probe, NULL);
+}
+
+static void send_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
+{
+	uint8_t b[WIRE_ACK_SIZE];
+	if (!r->meta_s)
+		return;
+	wire_put_id(b, id);
+	b[8] = (uint8_t)(status >> 24);
+	b[9] = (uint8_t)(status >> 16);
+	b[10] = (uint8_t)(status >> 8);
+	b[11] = (uint8_t)status;
+	uint32_t len = type == WIRE_WRITE_ACK || type == WIRE_RS_ACK ? WIRE_ACK_SIZE : WIRE_ID_SIZE;
+	/* An async primary answered its client long ago: its write acks may share packets. */
+	if (type == WIRE_WRITE_ACK && r->mode == MODE_ASYNC)
+		tstream_send_small_lazy(r->meta_s, type, 0, b, len);
+	else
+		tstream_send_small(r->meta_s, type, 0, b, len);
+}
+
+static void barriers_progress(struct repl *r);
+static void apply_start(struct repl *r, struct apply *a);
+static void apply_write_io(struct repl *r, struct apply *a, bool bulk);
+
+static void rs_sync_progress(struct repl *r);
+
+/* Gives back the payload and the room it took; the struct itself stays with the caller. */
+static void apply_release(struct repl *r, struct apply *a)
+{
+	r->apply_count--;
+	r->apply_bytes -= a->frame_len;
+	buf_put(a->frame, a->frame_len);
+	a->frame = NULL;
+	a->frame_len = 0;
+	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
+	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
+		r->data_paused = false;
+		tstream_pause(r->data, false);
+	}
+}
+
+static void apply_free(struct repl *r, struct apply *a)
+{
+	apply_release(r, a);
+	free(a);
+}
+
+static void apply_done(struct io_req *req);
+
+/* a->io cleared and aimed at a's range of the volume, completing in apply_done(). */
+static void apply_io_init(struct repl *r, struct apply *a)
+{
+	memset(&a->io, 0, sizeof(a->io));
+	a->io.fd = volume_fd(r->p.vol);
+	a->io.off = a->off;
+	a->io.len = a->len;
+	a->io.done = apply_done;
+	a->io.data = a;
+}
+
+static void apply_done(struct io_req *req)
+{
+	struct apply *a = req->data;
+	struct repl *r = a->r;
+	int err = req->res < 0 ? (int)-req->res : 0;
+
+	if (err == EINVAL && a->bulk) {
+		/* Aligned and still refused (a device with larger sectors, a filesystem without
+		 * direct I/O for this file): write it, and every later run, through the cache. */
+		volume_bulk_refused(r->p.vol, err);
+		apply_io_init(r, a);
+		apply_write_io(r, a, false);
+		io_submit(r->p.io, &a->io);
+		return;
+	}
+	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
+		/* TRIM/ZERO with FUA: make it durable before the ack. */
+		a->stage = 1;
+		memset(&a->io, 0, sizeof(a->io));
+		a->io.op = IO_OP_FDATASYNC;
+		a->io.fd = volume_fd(r->p.vol);
+		a->io.done = apply_done;
+		a->io.data = a;
+		io_submit(r->p.io, &a->io);
+		return;
+	}
+	if (err == EOPNOTSUPP && a->type == WIRE_TRIM)
+		err = 0; /* TRIM is advisory */
+	for (struct apply **pp = &r->applies; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	}
+	if (err)
+		repl_log(r, LOG_LVL_ERR, "Applying %s of %u bytes at %llu failed: %s.",
+		         wire_type_name(a->type), a->len, (unsigned long long)a->off,
+		         strerror(err));
+	bool unsynced = false;
+	if (a->resync)
+		r->rs_applying--;
+	if (a->conn != r->conn_seq) {
+		/* Received on a connection that is gone: its ids mean nothing on the new one (the
+		 * peer would take the ack for one of its new requests). */
+	} else if (a->resync && !err) {
+		unsynced = true; /* acknowledged by rs_synced() */
+	} else if (a->resync) {
+		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
+		r->rs_done_bytes += a->len;
+	} else {
+		send_ack(r, WIRE_WRITE_ACK, a->id, (uint32_t)err);
+	}
+	for (unsigned i = 0; i < r->nbarriers; i++)
+		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
+			r->barriers[i].pending--;
+	if (unsynced) {
+		/* The acks may go in any order: the source finds each run by its id. */
+		apply_release(r, a);
+		a->next = r->rs_unsynced;
+		r->rs_unsynced = a;
+		r->rs_unsynced_bytes += a->len;
+	} else {
+		apply_free(r, a);
+	}
+	/* Start waiters that no longer overlap anything, in arrival order. */
+	struct apply **pp = &r->apply_wait;
+	while (*pp) {
+		struct apply *w = *pp;
+		if (!apply_blocked(r, w, w)) {
+			*pp = w->next;
+			apply_start(r, w);
+			continue;
+		}
+		pp = &w->next;
+	}
+	barriers_progress(r);
+	rs_sync_progress(r);
+	verify_pump(r);
+	diskless_apply_progress(r);
+}
+
+/*
+ * Resync runs go to the device directly when they can (volume_bulk_fd()): the target writes
+ * a whole volume of them, and through the page cache each GiB cost a copy and the writeback on
+ * top of the receive. Application writes stay buffered, as the primary writes them: their ack
+ * latency is the page cache's, as hak's WRITE_ACK promises.
+ */
+static void apply_write_io(struct repl *r, struct apply *a, bool bulk)
+{
+	uint8_t *buf = a->frame + a->data_off;
+	int fd = bulk ? volume_bulk_fd(r->p.vol) : -1;
+
+	a->io.op = IO_OP_WRITE;
+	a->io.buf = buf;
+	a->io.flags = (a->flags & WIRE_F_FUA) ? IO_F_FUA : 0;
+	a->bulk = fd >= 0 && ((a->off | a->len) & 4095) == 0 && ((uintptr_t)buf & 4095) == 0;
+	if (a->bulk)
+		a->io.fd = fd;
+	else if (!r->p.vcfg->direct_io)
+		a->io.flags |= IO_F_BUFFERED;
+}
+
+static void apply_start(struct repl *r, struct apply *a)
+{
+	a->next = r->applies;
+	r->applies = a;
+	a->active = true;
+	apply_io_init(r, a);
+	switch (a->type) {
+	case WIRE_DATA:
+	case WIRE_RS_DATA:
+		if (a->type == WIRE_RS_DATA && (a->flags & WIRE_F_HOLE)) {
+			a->io.op = IO_OP_PUNCH;
+			break;
+		}
+		apply_write_io(r, a, a->type == WIRE_RS_DATA);
+		if (a->bulk && testhook_refuse_direct()) {
+			/* As a store that refuses the direct write before writing anything. */
+			a->io.res = -EINVAL;
+			apply_done(&a->io);
+			return;
+		}
+		break;
+	case WIRE_TRIM:
+		a->io.op = IO_OP_PUNCH;
+		break;
+	default:
+		a->io.op = (a->flags & WIRE_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH;
+		break;
+	}
+	io_submit(r->p.io, &a->io);
+}
+
+/*
+ * data-integrity: the payload must match the checksum the sender computed before anything of it
+ * is written. A mismatch costs the connection; the sender marked the range out of sync when the
+ * connection dropped without an ack, so the block comes again after the reconnection.
+ */
+static int integrity_check(struct repl *r, const struct wire_hdr *h, const struct wire_io *io,
+                           uint8_t *payload)
+{
+	uint8_t *data = payload + WIRE_IO_SIZE + WIRE_CRC_SIZE;
+	uint32_t want = be_get32(payload + WIRE_IO_SIZE);
+	testhook_corrupt(data, io->len);
+	uint32_t got = crc32c_update(0, data, io->len);
+	if (got == want)
+		return 0;
+	r->integrity_errors++;
+	repl_log(r, LOG_LVL_ERR,
+	         "Integrity error in %s from %s: %u bytes at offset %llu have crc32c 0x%08x, the "
+	         "sender computed 0x%08x; nothing is written and the connection is reset (%llu "
+	         "integrity errors so far).",
+	         wire_type_name(h->type), r->p.peer->name, io->len, (unsigned long long)io->off,
+	         got, want, (unsigned long long)r->integrity_errors);
+	events_emit("integrity-error",
+	            "volume:%s peer:%s offset:%llu len:%u expected:0x%08x got:0x%08x", r->name,
+	            r->p.peer->name, (unsigned long long)io->off, io->len, want, got);
+	return -1;
+}
+
+/* DATA, TRIM, ZERO or RS_DATA from the peer. */
+void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
+{
+	char why[200];
+	struct wire_io io;
+	if (r->role == ROLE_PRIMARY) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent writes to a primary");
+		return;
+	}
+	if (wire_io_decode(h, payload, volume_size(r->p.vol), 512, &io, why, sizeof(why)) < 0) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, why);
+		return;
+	}
+	if ((h->flags & WIRE_F_CRC) && integrity_check(r, h, &io, payload) < 0) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "a payload failed its integrity check");
+		return;
+	}
+	verify_note_write(r, io.off, io.len);
+	struct apply *a = calloc(1, sizeof(*a));
+	if (!a) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "out of memory for an incoming write");
+		return;
+	}
+	a->r = r;
+	a->type = h->type;
+	a->flags = h->flags;
+	a->id = io.id;
+	a->off = io.off;
+	a->len = io.len;
+	a->frame = payload;
+	a->frame_len = h->len;
+	a->data_off = wire_io_data_off(h);
+	a->epoch = r->epoch;
+	a->resync = h->type == WIRE_RS_DATA;
+	r->rs_applying += a->resync;
+	a->conn = r->conn_seq;
+	r->apply_count++;
+	r->apply_bytes += h->len;
+	if (h->flags & WIRE_F_RECV_ACK)
+		send_ack(r, WIRE_RECV_ACK, io.id, 0);
+	if (apply_blocked(r, a, NULL)) {
+		struct apply **pp = &r->apply_wait;
+		while (*pp)
+			pp = &(*pp)->next;
+		*pp = a;
+	} else {
+		apply_start(r, a);
+	}
+	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
+		r->data_paused = true;
+		tstream_pause(r->data, true);
+	}
+}
+
+/* A flush tagged with the connection that asked for it. */
+struct conn_flush {
+	struct io_req req;
+	struct repl *r;
+	uint64_t conn;
+	void (*then)(struct repl *r, int err);
+};
+
+static void conn_flushed(struct io_req *req)
+{
+	struct conn_flush *f = req->data;
+	struct repl *r = f->r;
+	void (*then)(struct repl *, int) = f->then;
+	int err = req->res < 0 ? (int)-req->res : 0;
+	bool stale = f->conn != r->conn_seq;
+
+	free(f);
+	/* The connection dropped while the flush ran: what it was for is gone with it (a barrier
+	 * of a new connection is not covered by this flush). */
+	if (!stale)
+		then(r, err);
+}
+
+int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
+{
+	struct conn_flush *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -1;
+	f->r = r;
+	f->conn = r->conn_seq;
+	f->then = then;
+	f->req.op = IO_OP_FDATASYNC;
+	f->req.fd = volume_fd(r->p.vol);
+	f->req.done = conn_flushed;
+	f->req.data = f;
+	io_submit(r->p.io, &f->req);
+	return 0;
+}
+
+/*
+ * A resync run is acknowledged only once it is on disk: the source clears its bits on the
+ * RS_ACK, and a power cut here must not take back what the ack promised. One fdatasync covers
+ * every run written since the last one (group commit), so a run costs neither a flush of its
+ * own nor, as application writes do, a barrier from the source: the source clears its bits
+ * for good at every flush, so a resync makes progress even on a link that keeps resetting.
+ */
+static void rs_synced(struct repl *r, int err)
+{
+	struct apply *list = r->rs_syncing;
+	r->rs_syncing = NULL;
+	if (err)
+		repl_log(r, LOG_LVL_ERR,
+		         "Flushing resynced blocks to disk failed (%s): they stay out of sync and "
+		         "come again.",
+		         strerror(err));
+	while (list) {
+		struct apply *a = list;
+		list = a->next;
+		if (!err)
+			bitmap_clear_range(r->bm, a->off, a->len);
+		send_ack(r, WIRE_RS_ACK, a->id, (uint32_t)err);
+		r->rs_done_bytes += a->len;
+		free(a);
+	}
+	rs_sync_progress(r);
+}
+
+/* Flush now if nothing flushes yet and either enough waits or no other run is being written
+ * (the source's window may be full of runs waiting for their acks). */
+static void rs_sync_progress(struct repl *r)
+{
+	if (r->rs_syncing || !r->rs_unsynced)
+		return;
+	if (r->rs_unsynced_bytes < RS_SYNC_BATCH && r->rs_applying)
+		return;
+	if (apply_flush(r, rs_synced) < 0) {
+		repl_drop_connection(r, "out of memory for flushing resynced blocks");
+		return;
+	}
+	r->rs_syncing = r->rs_unsynced;
+	r->rs_unsynced = NULL;
+	r->rs_unsynced_bytes = 0;
+}
+
+void apply_drop_unsynced(struct repl *r)
+{
+	struct apply *lists[2] = {r->rs_unsynced, r->rs_syncing};
+	for (int i = 0; i < 2; i++) {
+		while (lists[i]) {
+			struct apply *a = lists[i];
+			lists[i] = a->next;
+			free(a);
+		}
+	}
+	r->rs_unsynced = r->rs_syncing = NULL;
+	r->rs_unsynced_bytes = 0;
+}
+
+static void barrier_flushed(struct repl *r, int err)
+{
+	struct barrier_wait *b = &r->barriers[0];
+	if (err) {
+		/* Acknowledging would tell the primary that the writes before the barrier are on
+		 * this disk. Without the ack, the lost connection puts them into its bitmap. */
+		char why[200];
+		snprintf(why, sizeof(why),
+		         "flushing the disk for barrier %llu failed (%s), so the writes before it "
+		         "may not be stable",
+		         (unsigned long long)b->id, strerror(err));
+		repl_drop_connection(r, why);
+		return;
+	}
+	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
+	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
+	r->nbarriers--;
+	barriers_progress(r);
+}
+
+/* The oldest barrier whose writes are all done gets its flush, then its ack. */
+static void barriers_progress(struct repl *r)
+{
+	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
+		return;
+	if (apply_flush(r, barrier_flushed) == 0)
+		r->barriers[0].flushing = true;
+}
+
+void barrier_frame(struct repl *r, uint64_t id)
+{
+	if (r->nbarriers == BARRIERS_MAX) {
+		repl_drop_connection(r, "the peer sent more unanswered barriers than allowed");
+		return;
+	}
+	struct barrier_wait *b = &r->barriers[r->nbarriers++];
+	b->id = id;
+	b->epoch = r->epoch++;
+	b->pending = r->apply_count;
+	b->flushing = false;
+	barriers_progress(r);
+}
+
+/* Forget writes that were waiting to be applied: the primary tracks them in its bitmap. */
+void apply_drop_waiting(struct repl *r)
+{
+	while (r->apply_wait) {
+		struct apply *a = r->apply_wait;
+		r->apply_wait = a->next;
+		r->rs_applying -= a->resync;
+		apply_free(r, a);
+	}
+	r->nbarriers = 0;
+}

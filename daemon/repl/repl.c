@@ -1,0 +1,1265 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Replication of one volume: states, the peer connection (streams, handshake, frame dispatch,
+ * connect/accept, pings), operator commands, status and life cycle. The primary's send side is
+ * ship.c, the secondary's apply side apply.c, bitmap exchange and resync resync.c.
+ */
+#include "repl.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meta/al.h"
+#include "meta/al_io.h"
+#include "meta/bitmap.h"
+#include "lib/buf.h"
+#include "conf/config.h"
+#include "lib/crc32c.h"
+#include "ctl/events.h"
+#include "lib/log.h"
+#include "lib/endian.h"
+#include "repl_int.h"
+#include "verify.h"
+#include "volume/volume.h"
+
+static const char *const role_names[] = {"secondary", "primary"};
+static const char *const disk_names[] = {"UpToDate", "Outdated", "Inconsistent", "Diskless",
+                                         "Failed"};
+static const char *const link_names[] = {"StandAlone", "Connecting", "Connected", "SyncSource",
+                                         "SyncTarget"};
+static const char *const mode_names[] = {"sync", "memsync", "async"};
+
+const char *repl_role_name(enum repl_role x)
+{
+	return role_names[x];
+}
+const char *repl_disk_name(enum repl_disk x)
+{
+	return disk_names[x];
+}
+const char *repl_link_name(enum repl_link x)
+{
+	return link_names[x];
+}
+const char *repl_mode_name(enum repl_mode x)
+{
+	return mode_names[x];
+}
+
+enum repl_role repl_role(const struct repl *r)
+{
+	return r->role;
+}
+
+void repl_log(const struct repl *r, int level, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_vol((enum log_level)level, r->name, role_names[r->role], "%s", msg);
+}
+
+static uint64_t wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t fresh_gen(void)
+{
+	uint64_t g = 0;
+	while (g == 0)
+		if (getrandom(&g, sizeof(g), 0) != sizeof(g))
+			g = (uint64_t)random() << 32 | (uint64_t)random();
+	return g;
+}
+
+struct gen_ids repl_gen_local(const struct repl *r)
+{
+	struct gen_ids g = {.current = r->sb.gen_current,
+	                    .bitmap = r->sb.gen_bitmap,
+	                    .history = {r->sb.gen_history[0], r->sb.gen_history[1]}};
+	if (r->crashed_primary)
+		g.flags |= GEN_F_CRASHED_PRIMARY;
+	if (r->sb.flags & META_F_CONSISTENT)
+		g.flags |= GEN_F_CONSISTENT;
+	return g;
+}
+
+static void gen_store(struct repl *r, const struct gen_ids *g)
+{
+	r->sb.gen_current = g->current;
+	r->sb.gen_bitmap = g->bitmap;
+	r->sb.gen_history[0] = g->history[0];
+	r->sb.gen_history[1] = g->history[1];
+}
+
+int repl_write_sb(struct repl *r)
+{
+	uint32_t f = r->sb.flags &
+	             ~(META_F_UPTODATE | META_F_CONSISTENT | META_F_PRIMARY | META_F_SPLIT_BRAIN);
+	if (r->disk == DISK_UPTODATE)
+		f |= META_F_UPTODATE | META_F_CONSISTENT;
+	else if (r->disk == DISK_OUTDATED)
+		f |= META_F_CONSISTENT;
+	/* A node that crashed as primary keeps the mark, across clean restarts too, until a resync
+	 * has settled what it may hold that the peer lacks. */
+	if (r->role == ROLE_PRIMARY || r->crashed_primary)
+		f |= META_F_PRIMARY;
+	if (r->split_brain)
+		f |= META_F_SPLIT_BRAIN;
+	r->sb.flags = f;
+	r->sb.bits_set = bitmap_count(r->bm);
+	snprintf(r->sb.node, sizeof(r->sb.node), "%s", r->p.self->name);
+	struct meta_sb out = r->sb;
+	/* A detached disk, or one still being pulled back, holds no generation: after a restart
+	 * the handshake finds a fresh disk and resyncs all of it (rule self-fresh). In memory the
+	 * generation stays, so a Diskless primary keeps matching its peer. */
+	if (r->disk == DISK_DISKLESS || r->pull_bm)
+		out.gen_current = 0;
+	if (meta_write_sb(r->meta, &out) < 0) {
+		repl_log(r, LOG_LVL_ERR, "Writing the metadata superblock failed: %s.",
+		         strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- connection ------------------------------------------------------------------------- */
+
+static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
+static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload);
+static void stream_error(void *ctx, struct tstream *s, const char *why);
+static const struct tstream_ops stream_ops = {stream_frame, stream_error};
+
+static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
+{
+	struct gen_ids g = repl_gen_local(r);
+	memset(h, 0, sizeof(*h));
+	h->version = WIRE_VERSION;
+	h->stream = stream;
+	h->role = (uint8_t)r->role;
+	h->disk = (uint8_t)r->disk;
+	h->mode = (uint8_t)r->mode;
+	snprintf(h->node, sizeof(h->node), "%s", r->p.self->name);
+	snprintf(h->volume, sizeof(h->volume), "%s", r->name);
+	memcpy(h->uuid, r->sb.volume_uuid, 16);
+	h->size = r->sb.size;
+	h->block_size = r->sb.bitmap_block_size;
+	h->gen_flags = g.flags;
+	if ((r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT)
+		h->gen_flags |= 1u << 16; /* a resync as target can resume from my bitmap */
+	if (r->crashed_primary && r->al_tail)
+		h->gen_flags |= 1u << 17; /* my crash tail is in my bitmap (activity log) */
+	h->gen[0] = g.current;
+	h->gen[1] = g.bitmap;
+	h->gen[2] = g.history[0];
+	h->gen[3] = g.history[1];
+	h->bits_set = bitmap_count(r->bm);
+	h->sb_policy = (uint8_t)r->p.vcfg->after_sb;
+	h->sb_victim =
+	    r->p.vcfg->sb_discard_node
+	        ? crc32c_update(0, r->p.vcfg->sb_discard_node, strlen(r->p.vcfg->sb_discard_node))
+	        : 0;
+	h->promoted_ms = r->promoted_ms;
+}
+
+static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
+{
+	struct wire_hello h;
+	struct outq_item *it = calloc(1, sizeof(*it));
+	uint8_t *buf = malloc(WIRE_HELLO_SIZE);
+	if (!it || !buf) {
+		free(it);
+		free(buf);
+		return;
+	}
+	hello_fill(r, &h, stream);
+	wire_hello_encode(buf, &h);
+	wire_hdr_encode(it->hdr, WIRE_HELLO, 0, WIRE_HELLO_SIZE);
+	it->hdr_len = WIRE_HDR_SIZE;
+	it->data = buf;
+	it->data_len = WIRE_HELLO_SIZE;
+	it->sent = outq_free_item_and_data;
+	tstream_send(s, it);
+	r->hello_sent[stream - 1] = true;
+}
+
+static bool all_streams_ready(const struct repl *r)
+{
+	return r->data && r->meta_s && r->hello_sent[0] && r->hello_sent[1] && r->hello_rcvd[0] &&
+	       r->hello_rcvd[1];
+}
+
+void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* Repeated refusals (the peer retries every connect-interval) are logged once. */
+	if (strcmp(msg, r->last_refusal) != 0) {
+		repl_log(r, LOG_LVL_ERR, "Refusing the connection with %s: %s", r->p.peer->name,
+		         msg);
+		snprintf(r->last_refusal, sizeof(r->last_refusal), "%s", msg);
+	}
+	if (standalone)
+		r->want_connect = false;
+	/* Our HELLOs may still be queued: the peer needs them to reach the same verdict. */
+	tstream_try_flush(r->data);
+	tstream_try_flush(r->meta_s);
+	repl_drop_connection(r, NULL);
+}
+
+/*
+ * One side is Diskless: there is nothing to resync (the diskless side has no disk to write), the
+ * diskful side must hold the current generation, UpToDate, so it can serve for both. Returns true
+ * when the connection may go on.
+ */
+static bool diskless_accept(struct repl *r, const struct wire_hello *h, const char *lg,
+                            const char *pg)
+{
+	bool self_less = r->disk == DISK_DISKLESS;
+	enum repl_disk full = self_less ? (enum repl_disk)h->disk : r->disk;
+	enum diskless_verdict v =
+	    diskless_handshake(r->disk, h->disk, r->sb.gen_current, h->gen[0]);
+	if (v == DL_BOTH_DISKLESS) {
+		repl_refuse(r, false, "both nodes are Diskless: no copy of the data is attached.");
+		return false;
+	}
+	if (v != DL_ACCEPT) {
+		repl_refuse(r, false,
+		            "%s is Diskless and %s holds %s data of %s generation (local %s, peer "
+		            "%s): no node can serve the volume.",
+		            self_less ? "this node" : "the peer",
+		            self_less ? "the peer" : "this node", disk_names[full],
+		            h->gen[0] == r->sb.gen_current ? "the same" : "another", lg, pg);
+		return false;
+	}
+	return true;
+}
+
+static void handshake_complete(struct repl *r)
+{
+	const struct wire_hello *h = &r->peer_hello;
+	struct gen_ids local = repl_gen_local(r), peer = {.current = h->gen[0],
+	                                                  .bitmap = h->gen[1],
+	                                                  .history = {h->gen[2], h->gen[3]},
+	                                                  .flags = h->gen_flags & 0xffff};
+	int rule = 0;
+	char lg[128], pg[128];
+	enum gen_decision d = gen_decide(&local, &peer, &rule);
+	bool peer_resumable = (h->gen_flags >> 16) & 1;
+	bool self_resumable = (r->sb.flags & META_F_RESYNC_TARGET) && r->disk == DISK_INCONSISTENT;
+
+	if ((d == GEN_FULL_SOURCE || d == GEN_FULL_TARGET) &&
+	    !al_crash_needs_full(rule, r->crashed_primary, r->al_tail,
+	                         (h->gen_flags & GEN_F_CRASHED_PRIMARY) != 0,
+	                         (h->gen_flags >> 17) & 1)) {
+		repl_log(r, LOG_LVL_INFO,
+		         "Rule %s asks for a full resync after a primary crash, but the crashed "
+		         "side's activity log is in its bitmap: resyncing the bitmaps only.",
+		         gen_rule_name(rule));
+		d = d == GEN_FULL_SOURCE ? GEN_SYNC_SOURCE : GEN_SYNC_TARGET;
+	}
+	r->peer_role = h->role;
+	r->peer_disk = h->disk;
+	gen_format(&local, lg, sizeof(lg));
+	gen_format(&peer, pg, sizeof(pg));
+	if (r->role == ROLE_PRIMARY && r->peer_role == ROLE_PRIMARY) {
+		splitbrain_handle(r, true, "both-primary", lg, pg);
+		return;
+	}
+	if (r->disk == DISK_DISKLESS || h->disk == WIRE_DISK_DISKLESS) {
+		if (!diskless_accept(r, h, lg, pg))
+			return;
+		d = GEN_NO_SYNC;
+		rule = GEN_RULE_EQUAL;
+		local.bitmap = 0;
+	}
+	switch (d) {
+	case GEN_SPLIT_BRAIN:
+		splitbrain_handle(r, false, gen_rule_name(rule), lg, pg);
+		return;
+	case GEN_INCONSISTENT_SOURCE:
+		repl_refuse(r, false,
+		            "the node that would have to be the resync source holds no "
+		            "consistent copy (rule %s; local %s, peer %s); promote the right node "
+		            "with --force to make its data the reference.",
+		            gen_rule_name(rule), lg, pg);
+		return;
+	case GEN_UNRELATED:
+		repl_refuse(r, true,
+		            "the data is unrelated (local %s, peer %s); recreate the metadata of "
+		            "one side with 'hakctl create-md'.",
+		            lg, pg);
+		return;
+	case GEN_SYNC_TARGET:
+	case GEN_FULL_TARGET:
+		if (r->role == ROLE_PRIMARY) {
+			repl_refuse(r, false,
+			            "the peer has newer data (%s by rule %s) but this node is "
+			            "primary; demote it to let the resync run.",
+			            gen_decision_name(d), gen_rule_name(rule));
+			return;
+		}
+		break;
+	case GEN_SYNC_SOURCE:
+	case GEN_FULL_SOURCE:
+		if (r->peer_role == ROLE_PRIMARY) {
+			repl_refuse(r, false,
+			            "this node has newer data (%s by rule %s) but the peer is "
+			            "primary; demote the peer.",
+			            gen_decision_name(d), gen_rule_name(rule));
+			return;
+		}
+		break;
+	default:
+		break;
+	}
+	r->connected = true;
+	if (r->mode == MODE_ASYNC) {
+		/* Nobody waits for async data or its acks: both may leave in batches. */
+		tstream_set_lazy(r->data, ASYNC_DATA_DELAY, ASYNC_DATA_BYTES);
+		tstream_set_lazy(r->meta_s, ASYNC_ACK_DELAY, ASYNC_ACK_BYTES);
+	}
+	r->last_refusal[0] = '\0';
+	r->split_brain = false;
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Connected to %s (peer %s, %s); generation IDs local %s, peer %s: %s by rule %s.",
+	         r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk], lg, pg,
+	         gen_decision_name(d), gen_rule_name(rule));
+	events_emit("connect", "volume:%s peer:%s peer-role:%s peer-disk:%s decision:%s", r->name,
+	            r->p.peer->name, role_names[r->peer_role], disk_names[r->peer_disk],
+	            gen_decision_name(d));
+	if (d == GEN_NO_SYNC) {
+		r->link = LINK_CONNECTED;
+		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
+			/* The last resync ended on the target but this side never recorded it. */
+			gen_resync_done_source(&local);
+			gen_store(r, &local);
+			repl_write_sb(r);
+		}
+		if (local.current && local.current == peer.current && r->disk == DISK_OUTDATED &&
+		    r->peer_disk == DISK_UPTODATE) {
+			r->disk = DISK_UPTODATE;
+			repl_write_sb(r);
+		}
+		return;
+	}
+	resync_begin(r, d, rule, peer_resumable, self_resumable);
+}
+
+/* Frames that arrived before our side finished the handshake, in stream order. */
+static void early_deliver(struct repl *r)
+{
+	for (int k = 0; k < 2; k++) {
+		struct tstream *s = r->early[k].s;
+		if (!s)
+			continue;
+		struct wire_hdr h = r->early[k].h;
+		uint8_t *p = r->early[k].payload;
+		r->early[k].s = NULL;
+		r->early[k].payload = NULL;
+		if (!r->connected || (s != r->data && s != r->meta_s)) {
+			buf_put(p, h.len);
+			continue;
+		}
+		stream_frame(r, s, &h, p);
+		if (s == r->data || s == r->meta_s)
+			tstream_pause(s, false);
+	}
+}
+
+static int hello_check(struct repl *r, const struct wire_hello *h, char *why, size_t len)
+{
+	if (strcmp(h->node, r->p.peer->name) != 0)
+		snprintf(why, len, "it says it is node '%s', but the peer of this node is '%s'",
+		         h->node, r->p.peer->name);
+	else if (strcmp(h->volume, r->name) != 0)
+		snprintf(why, len, "it offers volume '%s' where '%s' was expected", h->volume,
+		         r->name);
+	else if (memcmp(h->uuid, r->sb.volume_uuid, 16) != 0)
+		snprintf(why, len,
+		         "the volume UUIDs differ: the metadata was created for another "
+		         "volume (recreate it with hakctl create-md)");
+	else if (h->size != r->sb.size)
+		snprintf(why, len, "the volume sizes differ (local=%llu, remote=%llu bytes)",
+		         (unsigned long long)r->sb.size, (unsigned long long)h->size);
+	else if (h->block_size != r->sb.bitmap_block_size)
+		snprintf(why, len, "the bitmap block sizes differ (local=%u, remote=%u)",
+		         r->sb.bitmap_block_size, h->block_size);
+	else if (h->mode != r->mode)
+		snprintf(why, len, "the replication modes differ (local=%s, remote=%s)",
+		         mode_names[r->mode], h->mode <= 2 ? mode_names[h->mode] : "?");
+	else
+		return 0;
+	return -1;
+}
+
+static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr *h,
+                        uint8_t *payload)
+{
+	struct wire_hello hello;
+	char why[256];
+	int rc = wire_hello_decode(payload, h->len, &hello, why, sizeof(why));
+	buf_put(payload, h->len);
+	if (rc < 0 || hello_check(r, &hello, why, sizeof(why)) < 0) {
+		if (s != r->data && s != r->meta_s) {
+			for (int i = 0; i < 4; i++)
+				if (r->pending_accept[i] == s)
+					r->pending_accept[i] = NULL;
+			tstream_close(s);
+			repl_refuse(r, false, "%s.", why);
+			return;
+		}
+		repl_refuse(r, false, "%s.", why);
+		return;
+	}
+	int idx = hello.stream - 1;
+	if (s != r->data && s != r->meta_s) {
+		/* An accepted stream names itself; a new connection replaces a stale one. */
+		for (int i = 0; i < 4; i++)
+			if (r->pending_accept[i] == s)
+				r->pending_accept[i] = NULL;
+		if (r->connected || (idx == 0 ? r->data : r->meta_s)) {
+			repl_drop_connection(r, "the peer reconnected");
+		}
+		if (idx == 0)
+			r->data = s;
+		else
+			r->meta_s = s;
+		send_hello(r, s, hello.stream);
+	} else if ((s == r->data) != (idx == 0)) {
+		repl_refuse(r, false, "the peer sent a %s HELLO on the %s stream.",
+		            idx == 0 ? "data" : "meta", s == r->data ? "data" : "meta");
+		return;
+	}
+	r->hello_rcvd[idx] = true;
+	r->peer_hello = hello;
+	if (all_streams_ready(r)) {
+		handshake_complete(r);
+		early_deliver(r);
+	}
+}
+
+static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload)
+{
+	struct repl *r = ctx;
+	if (h->type == WIRE_HELLO) {
+		hello_frame(r, s, h, payload);
+		return;
+	}
+	if (!r->connected && (s == r->data || s == r->meta_s) &&
+	    r->hello_sent[s == r->data ? 0 : 1] && r->hello_rcvd[s == r->data ? 0 : 1]) {
+		int k = s == r->data ? 0 : 1;
+		if (!r->early[k].s) {
+			r->early[k].s = s;
+			r->early[k].h = *h;
+			r->early[k].payload = payload;
+			tstream_pause(s, true);
+			return;
+		}
+	}
+	if (!r->connected || (s != r->data && s != r->meta_s)) {
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent a frame before the handshake finished");
+		return;
+	}
+	switch (h->type) {
+	case WIRE_DATA:
+	case WIRE_TRIM:
+	case WIRE_ZERO:
+	case WIRE_RS_DATA:
+		apply_frame(r, h, payload);
+		return;
+	case WIRE_BARRIER:
+		barrier_frame(r, wire_get_id(payload));
+		break;
+	case WIRE_RECV_ACK:
+	case WIRE_BARRIER_ACK:
+		ship_ack(r, h->type == WIRE_BARRIER_ACK ? WIRE_WRITE_ACK : WIRE_RECV_ACK,
+		         wire_get_id(payload), 0);
+		break;
+	case WIRE_WRITE_ACK:
+		ship_ack(r, h->type, wire_get_id(payload), be_get32(payload + 8));
+		break;
+	case WIRE_RS_ACK:
+		resync_rs_ack(r, wire_get_id(payload), be_get32(payload + 8));
+		break;
+	case WIRE_PING:
+		tstream_send_small(r->meta_s, WIRE_PONG, 0, payload, WIRE_ID_SIZE);
+		break;
+	case WIRE_PONG:
+		r->ping_rtt = ev_now(r->p.loop) - r->ping_sent;
+		break;
+	case WIRE_RS_PAUSE:
+		if (payload[0] > 1) {
+			buf_put(payload, h->len);
+			repl_drop_connection(r, "the peer sent an RS_PAUSE frame with a bad value");
+			return;
+		}
+		resync_peer_pause(r, payload[0] == 1);
+		break;
+	case WIRE_STATE:
+		if (payload[0] > ROLE_PRIMARY || payload[1] > DISK_FAILED) {
+			buf_put(payload, h->len);
+			repl_drop_connection(r, "the peer sent an out-of-range state");
+			return;
+		}
+		r->peer_role = payload[0];
+		r->peer_disk = payload[1];
+		repl_log(r, LOG_LVL_INFO, "The peer is now %s, %s.", role_names[r->peer_role],
+		         disk_names[r->peer_disk]);
+		break;
+	case WIRE_BITMAP:
+	case WIRE_BITMAP_DONE:
+	case WIRE_RS_DONE:
+		resync_frame(r, h, payload);
+		return;
+	case WIRE_VERIFY_REQ:
+	case WIRE_VERIFY_REPLY:
+	case WIRE_CSUM_REQ:
+		verify_frame(r, h, payload);
+		return;
+	case WIRE_RS_REQUEST:
+	case WIRE_RS_IN_SYNC:
+		csum_frame(r, h, payload);
+		return;
+	case WIRE_READ_REQ:
+		diskless_read_req(r, h, payload);
+		return;
+	case WIRE_READ_REPLY:
+		diskless_read_reply(r, h, payload);
+		return;
+	default:
+		buf_put(payload, h->len);
+		repl_drop_connection(r, "the peer sent a frame type this version does not handle");
+		return;
+	}
+	buf_put(payload, h->len);
+}
+
+/*
+ * The peer hung up during the handshake after its HELLO reached us: it probably refused. Reach
+ * the same verdict from its HELLO, so split brain is reported on both sides even when its
+ * second HELLO was lost with the connection.
+ */
+static bool verdict_on_close(struct repl *r)
+{
+	const struct wire_hello *h = &r->peer_hello;
+	if (r->connected || (!r->hello_rcvd[0] && !r->hello_rcvd[1]))
+		return false;
+	struct gen_ids local = repl_gen_local(r), peer = {.current = h->gen[0],
+	                                                  .bitmap = h->gen[1],
+	                                                  .history = {h->gen[2], h->gen[3]},
+	                                                  .flags = h->gen_flags & 0xffff};
+	int rule = 0;
+	enum gen_decision d = gen_decide(&local, &peer, &rule);
+	bool both_primary = r->role == ROLE_PRIMARY && h->role == WIRE_ROLE_PRIMARY;
+	if (d != GEN_SPLIT_BRAIN && !both_primary)
+		return false;
+	char lg[128], pg[128];
+	gen_format(&local, lg, sizeof(lg));
+	gen_format(&peer, pg, sizeof(pg));
+	splitbrain_handle(r, both_primary, both_primary ? "both-primary" : gen_rule_name(rule), lg,
+	                  pg);
+	return true;
+}
+
+static void stream_error(void *ctx, struct tstream *s, const char *why)
+{
+	struct repl *r = ctx;
+	for (int i = 0; i < 4; i++) {
+		if (r->pending_accept[i] == s) {
+			r->pending_accept[i] = NULL;
+			tstream_close(s);
+			/* Four a second at most (a peer opens two streams, each may be refused): a
+			 * flood of bad connections must not flood the log, but none may pass
+			 * unmentioned. */
+			double now = ev_now(r->p.loop);
+			if (now - r->reject_logged_at >= 1.0) {
+				r->reject_logged_at = now;
+				r->reject_logged = 0;
+			}
+			if (r->reject_logged < 4) {
+				repl_log(r, LOG_LVL_WARN,
+				         "Dropped an incoming replication connection "
+				         "before its handshake: %s%s.",
+				         why,
+				         r->reject_suppressed ? " (and earlier ones not logged)"
+				                              : "");
+				r->reject_logged++;
+				r->reject_suppressed = 0;
+			} else {
+				r->reject_suppressed++;
+			}
+			return;
+		}
+	}
+	if (verdict_on_close(r))
+		return;
+	repl_drop_connection(r, why);
+}
+
+void repl_peer_dead(struct repl *r, const char *why)
+{
+	repl_drop_connection(r, why); /* nothing to do without a connection */
+}
+
+void repl_drop_connection(struct repl *r, const char *why)
+{
+	bool was = r->connected;
+	for (int i = 0; i < 2; i++) {
+		if (r->connecting_fd[i] >= 0) {
+			ev_io_stop(r->p.loop, &r->connecting_io[i]);
+			close(r->connecting_fd[i]);
+			r->connecting_fd[i] = -1;
+		}
+	}
+	if (!r->data && !r->meta_s && !was)
+		return;
+	bool handshaking = !was && (r->hello_rcvd[0] || r->hello_rcvd[1]);
+	if (why && (was || handshaking))
+		repl_log(r, LOG_LVL_WARN, "Lost the connection to %s%s: %s.", r->p.peer->name,
+		         was ? "" : " during the handshake", why);
+	else if (why)
+		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s failed: %s.", r->p.peer->name, why);
+	if (was) {
+		char reason[160];
+		events_token(reason, sizeof(reason), why ? why : "shutdown");
+		events_emit("disconnect", "volume:%s peer:%s reason:%s", r->name, r->p.peer->name,
+		            reason);
+	}
+	for (int k = 0; k < 2; k++) {
+		if (r->early[k].s) {
+			buf_put(r->early[k].payload, r->early[k].h.len);
+			r->early[k].s = NULL;
+			r->early[k].payload = NULL;
+		}
+	}
+	tstream_close(r->data);
+	tstream_close(r->meta_s);
+	r->data = r->meta_s = NULL;
+	r->connected = false;
+	r->conn_seq++;
+	memset(r->hello_sent, 0, sizeof(r->hello_sent));
+	memset(r->hello_rcvd, 0, sizeof(r->hello_rcvd));
+	r->data_paused = false;
+	resync_stop(r);
+	verify_stop(r);
+	diskless_conn_lost(r);
+	ship_unstable_lost(r);
+	/* Not only a primary's: a secondary that sources a resync holds slots for its barriers. */
+	ship_fail_all(r);
+	apply_drop_unsynced(r);
+	if (r->role == ROLE_PRIMARY) {
+		ship_wait_pump(r);
+		/* A diskless primary writes nothing while the peer is away (every write fails): the
+		 * peer's copy stays current, and its generation with it. */
+		if (was && r->disk != DISK_DISKLESS) {
+			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs).
+			 */
+			struct gen_ids g = repl_gen_local(r);
+			gen_new_current(&g, fresh_gen());
+			gen_store(r, &g);
+			meta_flush_bitmap(r->meta, r->bm);
+			repl_write_sb(r);
+		}
+	} else {
+		apply_drop_waiting(r);
+	}
+	repl_deferred_pump(r);
+	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
+}
+
+static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct repl *r = w->data;
+	int idx = w == &r->connecting_io[0] ? 0 : 1;
+	int fd = r->connecting_fd[idx], err = 0;
+	socklen_t len = sizeof(err);
+	(void)revents;
+	ev_io_stop(loop, w);
+	r->connecting_fd[idx] = -1;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+	struct tstream *s = NULL;
+	if (err || tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
+		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s failed: %s.", r->p.peer->name,
+		         r->p.peer->address, strerror(err ? err : errno));
+		close(fd);
+		repl_drop_connection(r, NULL);
+		return;
+	}
+	if (idx == 0)
+		r->data = s;
+	else
+		r->meta_s = s;
+	send_hello(r, s, (uint8_t)(idx + 1));
+}
+
+static void start_connect(struct repl *r)
+{
+	r->handshake_start = ev_now(r->p.loop);
+	for (int i = 0; i < 2; i++) {
+		int fd =
+		    tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset, r->p.self->host);
+		if (fd < 0) {
+			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s: %s.", r->p.peer->address,
+			         strerror(errno));
+			repl_drop_connection(r, NULL);
+			return;
+		}
+		r->connecting_fd[i] = fd;
+		ev_io_init(&r->connecting_io[i], connect_done_cb, fd, EV_WRITE);
+		r->connecting_io[i].data = r;
+		ev_io_start(r->p.loop, &r->connecting_io[i]);
+	}
+}
+
+static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)loop;
+	(void)revents;
+	if (!r->want_connect || r->connected)
+		return;
+	if (r->data || r->meta_s || r->connecting_fd[0] >= 0 || r->connecting_fd[1] >= 0) {
+		/* A handshake that does not finish within a few intervals is abandoned. */
+		double limit =
+		    3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
+		if (ev_now(loop) - r->handshake_start > limit)
+			repl_drop_connection(r, "the handshake did not finish");
+		return;
+	}
+	if (r->initiator)
+		start_connect(r);
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)revents;
+	int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!r->want_connect) {
+		close(fd);
+		return;
+	}
+	tcp_tune(fd);
+	int slot = 0;
+	for (int i = 0; i < 4; i++)
+		if (!r->pending_accept[i]) {
+			slot = i;
+			break;
+		}
+	if (r->pending_accept[slot])
+		tstream_close(r->pending_accept[slot]);
+	r->pending_accept[slot] = NULL;
+	struct tstream *s;
+	if (tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
+		close(fd);
+		return;
+	}
+	r->pending_accept[slot] = s;
+}
+
+static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	uint8_t id[8] = {0};
+	(void)revents;
+	if (!r->connected || !r->meta_s)
+		return;
+	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
+		char why[96];
+		snprintf(why, sizeof(why), "no answer from the peer for %.1f s",
+		         tstream_idle(r->meta_s));
+		repl_drop_connection(r, why);
+		return;
+	}
+	r->ping_sent = ev_now(loop);
+	tstream_send_small(r->meta_s, WIRE_PING, 0, id, sizeof(id));
+}
+
+static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct repl *r = w->data;
+	(void)revents;
+	/* Lazy persistence is safe: a clear bit written late only repeats a resync, and a set bit
+	 * lost in a crash lies in an extent the activity log still lists as hot (al_io.c flushes
+	 * the bitmap before one leaves the log), or, without a log, in the crashed primary's full
+	 * resync. */
+	if (bitmap_dirty_pages(r->bm) && meta_flush_bitmap(r->meta, r->bm) < 0)
+		repl_log(r, LOG_LVL_ERR, "Persisting the bitmap failed: %s.", strerror(errno));
+	double now = ev_now(loop);
+	if (r->rs_rate_t > 0 && now > r->rs_rate_t) {
+		double rate = (double)(r->rs_done_bytes - r->rs_rate_bytes) / (now - r->rs_rate_t);
+		r->rs_rate = r->rs_rate ? r->rs_rate * 0.5 + rate * 0.5 : rate;
+	}
+	r->rs_rate_t = now;
+	r->rs_rate_bytes = r->rs_done_bytes;
+}
+
+/* ---- commands ---------------------------------------------------------------------------- */
+
+void repl_send_state(struct repl *r)
+{
+	uint8_t b[WIRE_STATE_SIZE] = {(uint8_t)r->role, (uint8_t)r->disk, 0, 0};
+	if (r->connected && r->meta_s)
+		tstream_send_small(r->meta_s, WIRE_STATE, 0, b, sizeof(b));
+}
+
+static void set_role(struct repl *r, enum repl_role role)
+{
+	if (r->role != role)
+		events_emit("role", "volume:%s node:%s role:%s", r->name, r->p.self->name,
+		            role_names[role]);
+	r->role = role;
+	if (r->p.role_changed)
+		r->p.role_changed(r->p.ctx, role);
+}
+
+int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
+{
+	if (r->role == ROLE_PRIMARY)
+		return 0;
+	if (r->connected && r->peer_role == ROLE_PRIMARY) {
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted: the peer %s is primary; demote it "
+		         "first.",
+		         r->name, r->p.peer->name);
+		return -1;
+	}
+	if (r->link == LINK_SYNC_TARGET) {
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted while it is the target of a "
+		         "resync (%llu bytes still out of sync).",
+		         r->name,
+		         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size);
+		return -1;
+	}
+	if (r->disk != DISK_UPTODATE && !force) {
+		snprintf(err, errlen,
+		         "Volume %s cannot be promoted: its disk is %s, and only an "
+		         "UpToDate disk may serve (use --force to promote it anyway and "
+		         "make its data the reference).",
+		         r->name, disk_names[r->disk]);
+		return -1;
+	}
+	struct gen_ids g = repl_gen_local(r);
+	bool new_gen = !r->connected || g.current == 0 || r->disk != DISK_UPTODATE;
+	if (new_gen) {
+		/* Writes from here on are a generation the peer does not have. */
+		gen_new_current(&g, fresh_gen());
+		gen_store(r, &g);
+	}
+	if (force && r->disk != DISK_UPTODATE)
+		repl_log(r, LOG_LVL_WARN,
+		         "Forced promotion of a %s disk: its data is now the "
+		         "reference copy.",
+		         disk_names[r->disk]);
+	r->disk = DISK_UPTODATE;
+	r->sb.flags &= ~META_F_RESYNC_TARGET;
+	r->promoted_ms = wall_ms();
+	set_role(r, ROLE_PRIMARY);
+	if (repl_write_sb(r) < 0) {
+		set_role(r, ROLE_SECONDARY);
+		snprintf(err, errlen,
+		         "Volume %s was not promoted: writing its metadata failed (%s).", r->name,
+		         strerror(errno));
+		return -1;
+	}
+	repl_log(r, LOG_LVL_NOTICE, "Promoted to primary (%s).",
+	         r->connected ? "peer connected" : "peer not connected");
+	if (r->connected && new_gen) {
+		/* The peer must learn the new generation: a fresh handshake decides the resync. */
+		repl_drop_connection(r, "the generation changed with the forced promotion; "
+		                        "reconnecting to resync the peer");
+		return 0;
+	}
+	repl_send_state(r);
+	return 0;
+}
+
+int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen)
+{
+	if (r->role == ROLE_SECONDARY)
+		return 0;
+	if (clients_connected) {
+		snprintf(err, errlen,
+		         "Volume %s cannot be demoted while NBD clients are connected; "
+		         "unmount and detach it first.",
+		         r->name);
+		return -1;
+	}
+	set_role(r, ROLE_SECONDARY);
+	meta_flush_bitmap(r->meta, r->bm);
+	repl_write_sb(r);
+	repl_log(r, LOG_LVL_NOTICE, "Demoted to secondary.");
+	repl_send_state(r);
+	return 0;
+}
+
+int repl_connect(struct repl *r, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	if (r->split_brain)
+		repl_log(r, LOG_LVL_NOTICE,
+		         "Connecting again although split brain was detected: "
+		         "the generation IDs will decide anew.");
+	r->split_brain = false;
+	r->want_connect = true;
+	r->last_refusal[0] = '\0';
+	if (r->link == LINK_STANDALONE)
+		r->link = LINK_CONNECTING;
+	if (r->initiator && !r->connected && !r->data)
+		start_connect(r);
+	return 0;
+}
+
+int repl_disconnect(struct repl *r, char *err, size_t errlen)
+{
+	(void)err;
+	(void)errlen;
+	r->want_connect = false;
+	repl_drop_connection(r, "the operator disconnected");
+	for (int i = 0; i < 4; i++) {
+		tstream_close(r->pending_accept[i]);
+		r->pending_accept[i] = NULL;
+	}
+	r->link = LINK_STANDALONE;
+	return 0;
+}
+
+void repl_discard_local(struct repl *r)
+{
+	struct gen_ids g = repl_gen_local(r);
+	gen_discard_local(&g);
+	gen_store(r, &g);
+	r->crashed_primary = false;
+	r->split_brain = false;
+	r->disk = DISK_OUTDATED;
+	repl_write_sb(r);
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Local changes will be discarded: this node becomes the target "
+	         "of a full resync from %s.",
+	         r->p.peer->name);
+}
+
+int repl_verify(struct repl *r, char *err, size_t errlen)
+{
+	return verify_start(r, err, errlen);
+}
+
+int repl_resync(struct repl *r, char *err, size_t errlen)
+{
+	if (!r->connected || r->link != LINK_CONNECTED || verify_running(r)) {
+		snprintf(err, errlen,
+		         "Volume %s cannot start a resync now: the link is %s%s; it needs a "
+		         "Connected peer, no resync and no verify running.",
+		         r->name, link_names[r->link],
+		         verify_running(r) ? " and a verify runs" : "");
+		return -1;
+	}
+	if (r->role != ROLE_PRIMARY && r->peer_role != ROLE_PRIMARY) {
+		snprintf(err, errlen,
+		         "Volume %s has no primary: promote the node whose copy is the reference, "
+		         "then run 'hakctl resync %s' again.",
+		         r->name, r->name);
+		return -1;
+	}
+	/*
+	 * As after a DRBD verify, the resync comes from a new connection: the primary starts a new
+	 * generation when it loses the peer, so the handshake decides a bitmap-based resync from
+	 * the primary, with both bitmaps merged, and an interruption resumes like any other.
+	 */
+	repl_log(r, LOG_LVL_NOTICE,
+	         "Resync of the %llu blocks marked out of sync here (and those marked on %s) "
+	         "requested: reconnecting to %s.",
+	         (unsigned long long)bitmap_count(r->bm), r->p.peer->name, r->p.peer->name);
+	repl_drop_connection(r, "the operator asked for a resync of the out-of-sync blocks");
+	return 0;
+}
+
+int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
+{
+	if (r->role == ROLE_PRIMARY) {
+		snprintf(err, errlen, "Volume %s is primary: demote it before discarding its data.",
+		         r->name);
+		return -1;
+	}
+	if (r->connected) {
+		snprintf(err, errlen,
+		         "Volume %s is connected to its peer: there is nothing to "
+		         "resolve.",
+		         r->name);
+		return -1;
+	}
+	bool was_split = r->split_brain;
+	repl_discard_local(r);
+	if (was_split)
+		events_emit("split-brain-resolved", "volume:%s peer:%s by:operator discarded:%s",
+		            r->name, r->p.peer->name, r->p.self->name);
+	return repl_connect(r, err, errlen);
+}
+
+json_t *repl_status_json(const struct repl *r)
+{
+	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:f, s:b, s:s?, s:b, s:I, "
+	    "s:I}",
+	    "role", role_names[r->role], "disk", disk_names[r->disk], "link", link_names[r->link],
+	    "mode", mode_names[r->mode], "peer", r->p.peer->name, "peer_role",
+	    r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
+	    r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes", (json_int_t)oos,
+	    "in_flight_writes", (int)r->pend_count, "ack_latency_ms",
+	    ship_ack_latency(r, false) * 1000.0, "ack_latency_max_ms",
+	    ship_ack_latency(r, true) * 1000.0, "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain",
+	    r->split_brain, "last_refusal", r->last_refusal[0] ? r->last_refusal : NULL,
+	    "crashed_primary", r->crashed_primary, "bytes_resynced",
+	    (json_int_t)r->bytes_resynced_total, "resyncs_completed",
+	    (json_int_t)r->resyncs_completed);
+	if (o) {
+		json_object_set_new(o, "after_split_brain",
+		                    json_string(sbpolicy_name(r->p.vcfg->after_sb)));
+		json_object_set_new(o, "split_brains_resolved", json_integer(r->sb_resolved));
+		json_object_set_new(o, "data_integrity",
+		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
+		json_object_set_new(o, "integrity_errors",
+		                    json_integer((json_int_t)r->integrity_errors));
+	}
+	json_t *rs = resync_status_json(r);
+	if (o && rs)
+		json_object_set_new(o, "resync", rs);
+	json_t *vf = verify_status_json(r);
+	if (o && vf)
+		json_object_set_new(o, "verify", vf);
+	if (o && r->last_rs.valid)
+		json_object_set_new(o, "last_resync",
+		                    json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:f}", "csums",
+		                              r->last_rs.csums, "full", r->last_rs.full,
+		                              "bytes_marked", (json_int_t)r->last_rs.marked,
+		                              "bytes_sent", (json_int_t)r->last_rs.sent,
+		                              "bytes_equal", (json_int_t)r->last_rs.equal,
+		                              "bytes_holes", (json_int_t)r->last_rs.holes,
+		                              "seconds", r->last_rs.seconds));
+	if (o && r->detach_reason[0])
+		json_object_set_new(o, "detach_reason", json_string(r->detach_reason));
+	if (o)
+		json_object_set_new(o, "remote_reads", json_integer((json_int_t)r->remote_reads));
+	if (o)
+		json_object_set_new(o, "resync_paused", json_boolean(r->rsctl.paused_local));
+	if (o && r->alio)
+		json_object_set_new(o, "activity_log", al_io_status_json(r->alio));
+	return o;
+}
+
+/* ---- life cycle -------------------------------------------------------------------------- */
+
+static void disk_from_flags(struct repl *r)
+{
+	if (r->sb.gen_current == 0 || (r->sb.flags & META_F_RESYNC_TARGET))
+		r->disk = DISK_INCONSISTENT;
+	else if (r->sb.flags & META_F_UPTODATE)
+		r->disk = DISK_UPTODATE;
+	else if (r->sb.flags & META_F_CONSISTENT)
+		r->disk = DISK_OUTDATED;
+	else
+		r->disk = DISK_INCONSISTENT;
+}
+
+static int repl_open_meta(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	const char *path = vc->meta_internal ? vc->backing : vc->meta_path;
+	uint64_t backing = volume_size(r->p.vol);
+	char merr[META_ERR_LEN] = "";
+	if (meta_open(path, vc->meta_internal, vc->meta_internal ? backing : backing, &r->meta,
+	              merr, sizeof(merr)) < 0) {
+		snprintf(err, errlen,
+		         "Volume %s has no usable metadata at %s: %s Create it with "
+		         "'hakctl create-md %s'.",
+		         vc->name, path, merr, vc->name);
+		return -1;
+	}
+	if (merr[0])
+		repl_log(r, LOG_LVL_WARN, "%s", merr);
+	r->sb = *meta_sb(r->meta);
+	if (vc->meta_internal)
+		volume_set_size(r->p.vol, r->sb.size);
+	r->bm = bitmap_create(r->sb.size, r->sb.bitmap_block_size);
+	if (!r->bm || meta_load_bitmap(r->meta, r->bm) < 0) {
+		snprintf(err, errlen, "Volume %s: loading the bitmap from %s failed: %s.", vc->name,
+		         path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int repl_open_al(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	struct al_io_params ap = {.loop = r->p.loop,
+	                          .io = r->p.io,
+	                          .meta = r->meta,
+	                          .bm = r->bm,
+	                          .name = r->name,
+	                          .n_slots = vc->al_extents,
+	                          .ext_size = vc->al_extent_size,
+	                          .vol_size = r->sb.size,
+	                          .resume = ship_al_resume,
+	                          .want_stable = ship_al_want_stable,
+	                          .ctx = r};
+	char aerr[512];
+	if (al_io_open(&ap, r->crashed_primary, &r->al_tail, &r->alio, aerr, sizeof(aerr)) < 0) {
+		snprintf(err, errlen, "Volume %s: %s", r->name, aerr);
+		return -1;
+	}
+	return 0;
+}
+
+int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
+{
+	struct repl *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "Out of memory.");
+		return -1;
+	}
+	r->p = *p;
+	r->name = p->vcfg->name;
+	r->mode = (enum repl_mode)p->vcfg->mode;
+	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
+	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
+	r->next_id = 1;
+	if (tlog_init(&r->tl, TLOG_SLOTS) < 0 || verify_create(r) < 0) {
+		snprintf(err, errlen, "Out of memory.");
+		goto fail;
+	}
+	if (repl_open_meta(r, err, errlen) < 0)
+		goto fail;
+	r->crashed_primary = (r->sb.flags & META_F_PRIMARY) != 0;
+	r->split_brain = (r->sb.flags & META_F_SPLIT_BRAIN) != 0;
+	disk_from_flags(r);
+	if (repl_open_al(r, err, errlen) < 0)
+		goto fail;
+	if (r->crashed_primary)
+		repl_log(r, LOG_LVL_WARN,
+		         "The metadata says this node went down as primary: it may hold writes the "
+		         "peer never got, so the next connection resyncs %s.",
+		         r->al_tail ? "them (the activity log's extents are in the bitmap)"
+		                    : "fully (there is no activity log)");
+	r->role = ROLE_SECONDARY;
+	r->sb.flags &= ~META_F_CLEAN;
+	r->sb.flags |= r->crashed_primary ? META_F_PRIMARY : 0;
+	/* Keep the crashed-primary mark on disk until a resync settles it. */
+	if (meta_write_sb(r->meta, &r->sb) < 0) {
+		snprintf(err, errlen, "Volume %s: writing the metadata failed: %s.", r->name,
+		         strerror(errno));
+		goto fail;
+	}
+	if (!r->initiator) {
+		r->lfd = tcp_listen_addr(p->self->address, p->vcfg->port_offset);
+		if (r->lfd < 0) {
+			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
+			         p->self->address, p->vcfg->port_offset, strerror(errno));
+			goto fail;
+		}
+		ev_io_init(&r->lio, accept_cb, r->lfd, EV_READ);
+		r->lio.data = r;
+		ev_io_start(p->loop, &r->lio);
+	}
+	ev_timer_init(&r->conn_timer, conn_timer_cb, 0.05, p->vcfg->connect_interval);
+	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
+	              p->vcfg->ping_interval);
+	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
+	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
+	r->rs_timer.data = r;
+	ev_timer_init(&r->epoch_timer, ship_epoch_timer_cb, EPOCH_MAX_AGE, 0.);
+	r->epoch_timer.data = r;
+	rsctl_init(&r->rsctl, p->vcfg->resync_rate_max, p->vcfg->resync_rate_min,
+	           p->vcfg->resync_fill);
+	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
+	ev_timer_start(p->loop, &r->conn_timer);
+	ev_timer_start(p->loop, &r->ping_timer);
+	ev_timer_start(p->loop, &r->flush_timer);
+	r->want_connect = !r->split_brain;
+	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
+	repl_log(r, LOG_LVL_INFO,
+	         "Replicating to %s (%s) in %s mode; disk %s, %llu bytes out of "
+	         "sync; %s.",
+	         p->peer->name, p->peer->address, mode_names[r->mode], disk_names[r->disk],
+	         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
+	         r->initiator ? "this node connects" : "this node accepts");
+	*out = r;
+	return 0;
+fail:
+	al_io_close(r->alio);
+	if (r->bm)
+		bitmap_free(r->bm);
+	if (r->meta)
+		meta_close(r->meta);
+	if (r->lfd >= 0)
+		close(r->lfd);
+	verify_destroy(r);
+	tlog_destroy(&r->tl);
+	free(r);
+	return -1;
+}
+
+void repl_shutdown(struct repl *r)
+{
+	if (!r)
+		return;
+	r->want_connect = false;
+	repl_drop_connection(r, NULL);
+	for (int i = 0; i < 4; i++) {
+		tstream_close(r->pending_accept[i]);
+		r->pending_accept[i] = NULL;
+	}
+	ev_timer_stop(r->p.loop, &r->conn_timer);
+	ev_timer_stop(r->p.loop, &r->ping_timer);
+	ev_timer_stop(r->p.loop, &r->flush_timer);
+	splitbrain_shutdown(r);
+	ev_timer_stop(r->p.loop, &r->rs_timer);
+	ev_timer_stop(r->p.loop, &r->epoch_timer);
+	if (r->lfd >= 0) {
+		ev_io_stop(r->p.loop, &r->lio);
+		close(r->lfd);
+		r->lfd = -1;
+	}
+}
+
+void repl_destroy(struct repl *r)
+{
+	if (!r)
+		return;
+	repl_shutdown(r);
+	diskless_destroy(r);
+	meta_flush_bitmap(r->meta, r->bm);
+	/* A clean stop: the bitmap on disk is complete. An earlier crash as primary stays recorded
+	 * (repl_write_sb) until a resync settles it. */
+	r->role = ROLE_SECONDARY;
+	r->sb.flags |= META_F_CLEAN;
+	repl_write_sb(r);
+	al_io_close(r->alio);
+	meta_close(r->meta);
+	verify_destroy(r);
+	tlog_destroy(&r->tl);
+	bitmap_free(r->bm);
+	free(r);
+}

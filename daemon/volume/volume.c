@@ -1,0 +1,618 @@
+/* SPDX-License-Identifier: MIT */
+#include "volume.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "conf/config.h"
+#include "repl/diskless.h"
+#include "lib/log.h"
+#include "repl/repl.h"
+
+#define ZERO_CHUNK (1u << 20)
+
+struct volume {
+	const struct hak_volume_cfg *cfg;
+	struct io_engine *io;
+	int fd;
+	uint64_t size;
+	bool blockdev;
+	struct vol_stats st;
+	struct repl *repl;
+	bool diskless;            /* detached: no local I/O, everything through the peer */
+	int stale_fd;             /* the detached backing store's fd, closed at attach or close */
+	int bulk_fd;              /* O_DIRECT twin of fd for resync writes, or -1 */
+	int stale_bulk_fd;        /* bulk_fd of the detached backing store, as stale_fd */
+	bool bulk_off;            /* the backing store refused an aligned direct write */
+	double passon_log;        /* rate limit of pass-on error lines */
+	bool frozen;              /* the cluster manager holds new writes (lost quorum) */
+	bool failing;             /* ... or fails them: volume_fail_writes() */
+	struct vol_io *fq, **fqt; /* held writes, in arrival order */
+};
+
+/* Shared by every volume for the write-zeroes fallback; never written to. */
+static void *zero_buf;
+
+enum { ST_MAIN = 0, ST_RETRY_ZERO, ST_WRITE_ZEROES, ST_FUA_SYNC };
+
+/*
+ * A buffered volume also gets an O_DIRECT descriptor for the resync target's runs: written
+ * through the page cache, each GiB of resync cost the target's CPU a copy plus the writeback
+ * (1-2 s of CPU per GiB here), where a direct write hands the pages to the device. A backing
+ * store that cannot do O_DIRECT (tmpfs before Linux 6.6, some FUSE filesystems) keeps every
+ * write buffered.
+ */
+static int vol_open_bulk(const struct hak_volume_cfg *cfg)
+{
+	if (cfg->direct_io || cfg->read_only)
+		return -1;
+	int fd = open(cfg->backing, O_RDWR | O_CLOEXEC | O_DIRECT);
+	if (fd < 0)
+		log_vol(LOG_LVL_INFO, cfg->name, NULL,
+		        "Resync writes to %s go through the page cache: it cannot be opened with "
+		        "O_DIRECT (%s).",
+		        cfg->backing, strerror(errno));
+	return fd;
+}
+
+int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct volume **out)
+{
+	struct volume *v = NULL;
+	struct stat sb;
+	int flags = (cfg->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	int rc = -1, saved;
+
+	if (cfg->direct_io)
+		flags |= O_DIRECT;
+	if (!zero_buf && posix_memalign(&zero_buf, 4096, ZERO_CHUNK) != 0) {
+		errno = ENOMEM;
+		goto out;
+	}
+	memset(zero_buf, 0, ZERO_CHUNK);
+	v = calloc(1, sizeof(*v));
+	if (!v)
+		goto out;
+	v->cfg = cfg;
+	v->io = io;
+	v->stale_fd = -1;
+	v->bulk_fd = v->stale_bulk_fd = -1;
+	v->fd = open(cfg->backing, flags);
+	if (v->fd < 0) {
+		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot open backing store %s: %s.",
+		        cfg->backing, strerror(errno));
+		goto out;
+	}
+	if (fstat(v->fd, &sb) < 0)
+		goto out;
+	if (S_ISBLK(sb.st_mode)) {
+		v->blockdev = true;
+		if (ioctl(v->fd, BLKGETSIZE64, &v->size) < 0) {
+			log_vol(LOG_LVL_ERR, cfg->name, NULL,
+			        "Cannot read the size of block device %s: %s.", cfg->backing,
+			        strerror(errno));
+			goto out;
+		}
+	} else if (S_ISREG(sb.st_mode)) {
+		v->size = (uint64_t)sb.st_size;
+	} else {
+		log_vol(LOG_LVL_ERR, cfg->name, NULL,
+		        "Backing store %s is neither a regular file nor a block device.",
+		        cfg->backing);
+		errno = EINVAL;
+		goto out;
+	}
+	v->bulk_fd = vol_open_bulk(cfg);
+	*out = v;
+	v = NULL;
+	rc = 0;
+out:
+	saved = errno;
+	if (v) {
+		if (v->fd >= 0)
+			close(v->fd);
+		free(v);
+	}
+	errno = saved;
+	return rc;
+}
+
+int volume_close(struct volume *vol)
+{
+	int rc = 0;
+	if (!vol)
+		return 0;
+	if (!vol->cfg->read_only && !vol->diskless && fdatasync(vol->fd) < 0) {
+		log_vol(LOG_LVL_ERR, vol->cfg->name, NULL, "Final fdatasync of %s failed: %s.",
+		        vol->cfg->backing, strerror(errno));
+		rc = -1;
+	}
+	close(vol->fd);
+	if (vol->stale_fd >= 0)
+		close(vol->stale_fd);
+	if (vol->bulk_fd >= 0)
+		close(vol->bulk_fd);
+	if (vol->stale_bulk_fd >= 0)
+		close(vol->stale_bulk_fd);
+	free(vol);
+	return rc;
+}
+
+static bool vol_is_write(const struct vol_io *vio)
+{
+	return vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO ||
+	       vio->op == VOL_FLUSH;
+}
+
+static void vol_finish(struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	int err = vio->local_err;
+	/* Without a local disk a write exists only where the peer confirmed it. */
+	if (vio->remote_only && vol_is_write(vio))
+		err = vio->peer_acked ? 0 : EIO;
+	/* Stepping down without quorum: a write the peer may be promoted without is no success. */
+	if (v->failing && v->repl && vol_is_write(vio) && !vio->peer_acked)
+		err = EIO;
+	vio->err = err;
+	v->st.in_flight--;
+	if (err)
+		v->st.errors++;
+	else if (vio->op == VOL_READ)
+		v->st.bytes_read += vio->len;
+	else if (vio->op == VOL_WRITE)
+		v->st.bytes_written += vio->len;
+	vio->done(vio);
+}
+
+static bool vol_disk_error(struct vol_io *vio, int err);
+
+static void vol_complete(struct vol_io *vio, int err)
+{
+	/* Errors of the backing store (not of the peer: remote reads are remote_only reads). */
+	if (err && (!vio->remote_only || vol_is_write(vio)) && vol_disk_error(vio, err))
+		return; /* continues through the peer */
+	if (vio->vol->diskless && vol_is_write(vio) && !vio->remote_only) {
+		/* Finished locally after the detach: the local disk no longer counts. */
+		vio->remote_only = true;
+		repl_adopt(vio->vol->repl, vio);
+	}
+	vio->local_done = true;
+	vio->local_err = err;
+	if (vio->vol->repl)
+		repl_local_done(vio->vol->repl, vio);
+	if (!vio->peer_wait)
+		vol_finish(vio);
+}
+
+void volume_peer_done(struct vol_io *vio)
+{
+	if (!vio->peer_wait)
+		return;
+	vio->peer_wait = false;
+	if (vio->local_done)
+		vol_finish(vio);
+}
+
+static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
+                      unsigned flags);
+
+static void vol_fua_or_done(struct vol_io *vio)
+{
+	if (vio->flags & VOL_F_FUA) {
+		vio->stage = ST_FUA_SYNC;
+		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
+		return;
+	}
+	vol_complete(vio, 0);
+}
+
+static void vol_write_zeroes_next(struct vol_io *vio)
+{
+	uint64_t end = vio->off + vio->len;
+	if (vio->zero_pos >= end) {
+		vol_fua_or_done(vio);
+		return;
+	}
+	uint64_t n = end - vio->zero_pos < ZERO_CHUNK ? end - vio->zero_pos : ZERO_CHUNK;
+	vio->stage = ST_WRITE_ZEROES;
+	vol_issue(vio, IO_OP_WRITE, vio->zero_pos, n, zero_buf, 0);
+	vio->zero_pos += n;
+}
+
+/* TRIM and WRITE_ZEROES: fallocate first, fall back as the request's flags allow. */
+static void vol_zero_done(struct vol_io *vio, int64_t res)
+{
+	bool unsupported = res == -EOPNOTSUPP || res == -ENOTSUP || res == -EINVAL;
+
+	if (vio->stage == ST_WRITE_ZEROES) {
+		if (res < 0)
+			vol_complete(vio, (int)-res);
+		else
+			vol_write_zeroes_next(vio);
+		return;
+	}
+	if (res >= 0) {
+		vol_fua_or_done(vio);
+		return;
+	}
+	if (!unsupported) {
+		vol_complete(vio, (int)-res);
+		return;
+	}
+	if (vio->op == VOL_TRIM) {
+		/* TRIM is advisory: a store that cannot punch holes simply keeps the data. */
+		vol_fua_or_done(vio);
+		return;
+	}
+	if (vio->stage == ST_MAIN && !(vio->flags & VOL_F_NO_HOLE)) {
+		vio->stage = ST_RETRY_ZERO;
+		vol_issue(vio, IO_OP_ZERO, vio->off, vio->len, NULL, 0);
+		return;
+	}
+	if (vio->flags & VOL_F_FAST_ZERO) {
+		vol_complete(vio, ENOTSUP);
+		return;
+	}
+	vio->zero_pos = vio->off;
+	vol_write_zeroes_next(vio);
+}
+
+static void vol_io_done(struct io_req *req)
+{
+	struct vol_io *vio = req->data;
+
+	if (vio->stage == ST_FUA_SYNC) {
+		vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+		return;
+	}
+	switch (vio->op) {
+	case VOL_TRIM:
+	case VOL_ZERO:
+		vol_zero_done(vio, req->res);
+		return;
+	case VOL_BLOCK_STATUS:
+		vio->map_count = req->map_count;
+		break;
+	default:
+		break;
+	}
+	vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+}
+
+static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
+                      unsigned flags)
+{
+	struct io_req *r = &vio->io;
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->flags = flags;
+	r->fd = vio->vol->fd;
+	r->off = off;
+	r->len = len;
+	r->buf = buf;
+	r->map = vio->map;
+	r->map_max = vio->map_max;
+	if (!vio->vol->cfg->direct_io)
+		r->flags |= IO_F_BUFFERED;
+	r->done = vol_io_done;
+	r->data = vio;
+	if (io_submit(vio->vol->io, r) < 0) {
+		/* io_submit only fails on a programming error (bad op); report it as EIO. */
+		log_vol(LOG_LVL_ERR, vio->vol->cfg->name, NULL,
+		        "The I/O engine refused operation %d: %s.", (int)op, strerror(errno));
+		r->res = -EIO;
+		vol_complete(vio, EIO);
+	}
+}
+
+/* The request of a detached volume: no local I/O. */
+static void vol_redirect(struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	vio->remote_only = true;
+	switch (vio->op) {
+	case VOL_READ:
+		if (repl_remote_read(v->repl, vio) < 0)
+			vol_complete(vio, EIO);
+		return;
+	case VOL_BLOCK_STATUS:
+		/* The peer's allocation is unknown here: report data, never a false hole. */
+		if (vio->map_max) {
+			vio->map[0].len = vio->len;
+			vio->map[0].hole = 0;
+		}
+		vio->map_count = vio->map_max ? 1 : 0;
+		vol_complete(vio, 0);
+		return;
+	case VOL_CACHE:
+		vol_complete(vio, 0);
+		return;
+	default:
+		repl_adopt(v->repl, vio);
+		vol_complete(vio, 0);
+		return;
+	}
+}
+
+static void vol_start(struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	if (v->diskless || ((vio->op == VOL_READ || vio->op == VOL_BLOCK_STATUS) && v->repl &&
+	                    repl_local_stale(v->repl, vio->off, vio->len))) {
+		vol_redirect(vio);
+		return;
+	}
+	switch (vio->op) {
+	case VOL_READ:
+		vol_issue(vio, IO_OP_READ, vio->off, vio->len, vio->buf, 0);
+		break;
+	case VOL_WRITE:
+		vol_issue(vio, IO_OP_WRITE, vio->off, vio->len, vio->buf,
+		          (vio->flags & VOL_F_FUA) ? IO_F_FUA : 0);
+		break;
+	case VOL_FLUSH:
+		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
+		break;
+	case VOL_TRIM:
+		vol_issue(vio, IO_OP_PUNCH, vio->off, vio->len, NULL, 0);
+		break;
+	case VOL_ZERO:
+		vol_issue(vio, (vio->flags & VOL_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH, vio->off,
+		          vio->len, NULL, 0);
+		break;
+	case VOL_CACHE:
+		vol_issue(vio, IO_OP_CACHE, vio->off, vio->len, NULL, 0);
+		break;
+	case VOL_BLOCK_STATUS:
+		vol_issue(vio, IO_OP_SEEKMAP, vio->off, vio->len, NULL, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+void volume_resume(struct vol_io *vio)
+{
+	vol_start(vio);
+}
+
+void volume_fail(struct vol_io *vio, int err)
+{
+	vol_complete(vio, err);
+}
+
+static void vol_go(struct volume *vol, struct vol_io *vio);
+
+int volume_submit(struct volume *vol, struct vol_io *vio)
+{
+	if ((unsigned)vio->op >= VOL_OP__COUNT) {
+		errno = EINVAL;
+		return -1;
+	}
+	vio->vol = vol;
+	vio->err = 0;
+	vio->stage = ST_MAIN;
+	vio->local_done = false;
+	vio->peer_wait = false;
+	vio->al_held = false;
+	vio->local_err = 0;
+	/* While an attached disk resyncs it is no copy yet: writes count once the peer has them. */
+	vio->remote_only = vol->diskless || (vol->repl && repl_attaching(vol->repl));
+	vio->peer_acked = false;
+	vio->rr_pending = 0;
+	vio->rr_err = 0;
+	vol->st.ops[vio->op]++;
+	vol->st.in_flight++;
+	if (vol->failing && vol_is_write(vio)) {
+		vio->local_err = EIO;
+		vol_finish(vio);
+		return 0;
+	}
+	if (vol->frozen && vio->op != VOL_READ && vio->op != VOL_CACHE &&
+	    vio->op != VOL_BLOCK_STATUS) {
+		vio->fnext = NULL;
+		if (!vol->fq)
+			vol->fqt = &vol->fq;
+		*vol->fqt = vio;
+		vol->fqt = &vio->fnext;
+		return 0;
+	}
+	vol_go(vol, vio);
+	return 0;
+}
+
+void volume_freeze(struct volume *vol, bool frozen)
+{
+	vol->frozen = frozen;
+	vol->failing = false;
+	/* each held write goes on exactly as if it had arrived now */
+	while (!vol->frozen && vol->fq) {
+		struct vol_io *vio = vol->fq;
+		vol->fq = vio->fnext;
+		vol_go(vol, vio);
+	}
+}
+
+bool volume_frozen(const struct volume *vol)
+{
+	return vol->frozen;
+}
+
+void volume_fail_writes(struct volume *vol)
+{
+	vol->frozen = vol->failing = true;
+	while (vol->fq) {
+		struct vol_io *vio = vol->fq;
+		vol->fq = vio->fnext;
+		vio->local_err = EIO;
+		vol_finish(vio);
+	}
+}
+
+bool volume_failing(const struct volume *vol)
+{
+	return vol->failing;
+}
+
+static void vol_go(struct volume *vol, struct vol_io *vio)
+{
+	/* Replication first: it may hold the request back (a resync of the same blocks is being
+	 * read) or make its completion wait for the peer. */
+	if (vol->repl && vio->op != VOL_READ && vio->op != VOL_CACHE &&
+	    vio->op != VOL_BLOCK_STATUS && repl_submit(vol->repl, vio) > 0)
+		return;
+	vol_start(vio);
+}
+
+/*
+ * A request of the backing store failed with err. Returns true when the volume detached (or was
+ * detached already) and the request goes on through the peer; false when the error goes to the
+ * client (pass-on, no peer, or not a disk failure).
+ */
+static bool vol_disk_error(struct vol_io *vio, int err)
+{
+	struct volume *v = vio->vol;
+	const struct hak_volume_cfg *c = v->cfg;
+	static const char *const ops[] = {"read", "write", "flush",       "trim",
+	                                  "zero", "cache", "block-status"};
+	if (!diskless_is_disk_error(err))
+		return false;
+	bool detach = v->repl && c->on_io_error == HAK_IOERR_DETACH;
+	if (!v->diskless) {
+		double now = diskless_now();
+		if (detach || now - v->passon_log >= 1.0) {
+			log_vol(LOG_LVL_ERR, c->name, NULL,
+			        "The backing store %s failed a %s of %llu bytes at %llu: %s; %s.",
+			        c->backing, ops[vio->op], (unsigned long long)vio->len,
+			        (unsigned long long)vio->off, strerror(err),
+			        detach ? "detaching it (on-io-error detach)"
+			               : "returning the error to the client (on-io-error pass-on)");
+			v->passon_log = now;
+			diskless_hook_run(c, ops[vio->op], err, detach ? "detach" : "pass-on");
+		}
+		if (!detach)
+			return false;
+		char why[160];
+		snprintf(why, sizeof(why), "%s error %s at offset %llu", ops[vio->op],
+		         diskless_errno_name(err), (unsigned long long)vio->off);
+		volume_detach(v, err, why);
+	}
+	vol_redirect(vio);
+	return true;
+}
+
+int volume_detach(struct volume *vol, int err, const char *why)
+{
+	(void)err;
+	if (vol->diskless)
+		return 0;
+	if (!vol->repl) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	vol->diskless = true;
+	repl_detached(vol->repl, why);
+	return 0;
+}
+
+int volume_attach(struct volume *vol)
+{
+	int flags = (vol->cfg->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+	if (!vol->diskless)
+		return 0;
+	if (vol->cfg->direct_io)
+		flags |= O_DIRECT;
+	int fd = open(vol->cfg->backing, flags);
+	if (fd < 0)
+		return -1;
+	/* Requests in flight at the detach may still hold the old descriptor: it stays open until
+	 * the next attach or the close, never reused under them. */
+	if (vol->stale_fd >= 0)
+		close(vol->stale_fd);
+	vol->stale_fd = vol->fd;
+	vol->fd = fd;
+	if (vol->stale_bulk_fd >= 0)
+		close(vol->stale_bulk_fd);
+	vol->stale_bulk_fd = vol->bulk_fd;
+	vol->bulk_fd = vol_open_bulk(vol->cfg);
+	vol->bulk_off = false;
+	vol->diskless = false;
+	return 0;
+}
+
+bool volume_diskless(const struct volume *vol)
+{
+	return vol->diskless;
+}
+
+void volume_remote_read_done(struct vol_io *vio, int err)
+{
+	vol_complete(vio, err);
+}
+
+void volume_set_repl(struct volume *vol, struct repl *r)
+{
+	vol->repl = r;
+}
+
+struct repl *volume_repl(const struct volume *vol)
+{
+	return vol->repl;
+}
+
+int volume_fd(const struct volume *vol)
+{
+	return vol->fd;
+}
+
+int volume_bulk_fd(const struct volume *vol)
+{
+	return vol->bulk_off ? -1 : vol->bulk_fd;
+}
+
+void volume_bulk_refused(struct volume *vol, int err)
+{
+	if (vol->bulk_off)
+		return;
+	vol->bulk_off = true;
+	log_vol(LOG_LVL_WARN, vol->cfg->name, NULL,
+	        "Direct resync writes to %s failed (%s); resync writes go through the page cache "
+	        "from now on.",
+	        vol->cfg->backing, strerror(err));
+}
+
+void volume_set_size(struct volume *vol, uint64_t size)
+{
+	vol->size = size;
+}
+
+const char *volume_name(const struct volume *vol)
+{
+	return vol->cfg->name;
+}
+
+uint64_t volume_size(const struct volume *vol)
+{
+	return vol->size;
+}
+
+bool volume_is_blockdev(const struct volume *vol)
+{
+	return vol->blockdev;
+}
+
+const struct hak_volume_cfg *volume_cfg(const struct volume *vol)
+{
+	return vol->cfg;
+}
+
+void volume_stats(const struct volume *vol, struct vol_stats *out)
+{
+	*out = vol->st;
+}
