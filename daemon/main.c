@@ -28,7 +28,9 @@
 #include "lib/log.h"
 #include "nbd/nbd.h"
 #include "lib/proc.h"
+#include "repl/pull.h"
 #include "repl/repl.h"
+#include "repl/resync.h"
 #include "volume/volume.h"
 #include "cluster/witness.h"
 
@@ -424,7 +426,7 @@ static json_t *cmd_disk(void *ctx, json_t *req, char *err, size_t errlen)
 			         strerror(errno));
 			return NULL;
 		}
-	} else if (repl_attach(r, err, errlen) < 0) {
+	} else if (pull_attach(r, err, errlen) < 0) {
 		return NULL;
 	}
 	return json_pack("{s:b}", "diskless", volume_diskless(v));
@@ -449,7 +451,7 @@ static json_t *cmd_resync(void *ctx, json_t *req, char *err, size_t errlen)
 		return NULL;
 	}
 	bool pause = strcmp(action, "pause") == 0;
-	if (repl_resync_pause(d->repls[i], pause, err, errlen) < 0)
+	if (resync_pause(d->repls[i], pause, err, errlen) < 0)
 		return NULL;
 	return json_pack("{s:b}", "resync_paused", pause);
 }
@@ -584,7 +586,6 @@ static int hakd_start(struct hakd *d)
 				volume_close(d->vols[d->n]);
 				return -1;
 			}
-			volume_set_repl(d->vols[d->n], d->repls[d->n]);
 		}
 		if (nbd_server_create(d->loop, d->vols[d->n], &o, &d->srvs[d->n]) < 0) {
 			repl_destroy(d->repls[d->n]);

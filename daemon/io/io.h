@@ -99,6 +99,13 @@ const char *io_engine_name(const struct io_engine *eng);
 int io_kind_parse(const char *s, enum io_kind *out);
 
 /*
+ * Clear req and aim it: op on fd over [off, off+len) with buf, completing in done(req) with data.
+ * Callers then add flags (IO_F_*) or a SEEKMAP map before io_submit().
+ */
+void io_req_prep(struct io_req *req, enum io_op op, int fd, uint64_t off, uint64_t len, void *buf,
+                 void (*done)(struct io_req *req), void *data);
+
+/*
  * Queue req. Never blocks and never calls req->done() from inside io_submit(): completion is always
  * delivered later from the loop. Returns 0, or -1 with errno (EINVAL for a bad op).
  */

@@ -15,8 +15,8 @@
 #include "ctl/events.h"
 #include "io/io.h"
 #include "lib/log.h"
+#include "lib/rangelock.h"
 #include "meta.h"
-#include "volume/volume.h"
 
 _Static_assert(AL_RING_SIZE == META_AL_SIZE, "the AL ring must fill the metadata's AL area");
 
@@ -29,8 +29,8 @@ struct al_io {
 	bool failed;
 	bool closing;
 	unsigned tr_updates;
-	struct vol_io *wait_head, *wait_tail;
-	ev_timer kick; /* retries waiters outside the caller's stack */
+	struct rangelock waiting; /* gated requests, in arrival order */
+	ev_timer kick;            /* retries waiters outside the caller's stack */
 	uint64_t writes, waits, failed_writes;
 };
 
@@ -131,6 +131,7 @@ static int al_io_setup(const struct al_io_params *p, const uint8_t *ring, struct
 		return -1;
 	}
 	a->p = *p;
+	rangelock_init(&a->waiting);
 	if (al_create(p->n_slots, shift, p->vol_size, al_ring_last_seq(ring) + 1, &a->al) < 0) {
 		free(a->buf);
 		free(a);
@@ -200,14 +201,12 @@ static void al_io_broken(struct al_io *a, const char *why)
 
 static void waiters_fail(struct al_io *a)
 {
-	while (a->wait_head) {
-		struct vol_io *vio = a->wait_head;
+	while (a->waiting.head) {
+		struct range *w = a->waiting.head;
 
-		a->wait_head = vio->rnext;
-		vio->rnext = NULL;
-		a->p.resume(a->p.ctx, vio, EIO);
+		rangelock_del(w);
+		a->p.resume(a->p.ctx, w, EIO);
 	}
-	a->wait_tail = NULL;
 }
 
 static void tr_done(struct io_req *req);
@@ -256,30 +255,23 @@ static void tr_kick(struct al_io *a)
 /* Waiters that only freed slots can help: ask for the unstable ones to become stable. */
 static void starve_check(struct al_io *a)
 {
-	if (a->wait_head && !a->busy && !a->failed && !al_tr_pending(a->al) && a->p.want_stable)
+	if (a->waiting.head && !a->busy && !a->failed && !al_tr_pending(a->al) && a->p.want_stable)
 		a->p.want_stable(a->p.ctx);
 }
 
 static void waiters_retry(struct al_io *a)
 {
-	struct vol_io *list = a->wait_head;
+	/* One round over the waiters there are now, oldest first; one that still finds no slot
+	 * goes back to the tail. resume() may gate new requests (they wait for the next round) or
+	 * fail every waiter (the head is then gone). */
+	for (unsigned n = a->waiting.count; n > 0 && a->waiting.head; n--) {
+		struct range *w = a->waiting.head;
 
-	a->wait_head = a->wait_tail = NULL;
-	while (list) {
-		struct vol_io *vio = list;
-
-		list = vio->rnext;
-		vio->rnext = NULL;
-		if (al_begin_io(a->al, vio->off, vio->len) == 1) {
-			vio->al_held = true;
-			a->p.resume(a->p.ctx, vio, 0);
-			continue;
-		}
-		if (a->wait_tail)
-			a->wait_tail->rnext = vio;
+		rangelock_del(w);
+		if (al_begin_io(a->al, w->off, w->len) == 1)
+			a->p.resume(a->p.ctx, w, 0);
 		else
-			a->wait_head = vio;
-		a->wait_tail = vio;
+			rangelock_add(&a->waiting, w, w->off, w->len);
 	}
 	tr_kick(a);
 	starve_check(a);
@@ -326,19 +318,12 @@ static void kick_soon(struct al_io *a)
 	}
 }
 
-int al_io_gate(struct al_io *a, struct vol_io *vio)
+int al_io_gate(struct al_io *a, struct range *w, uint64_t off, uint64_t len)
 {
-	if (!a->failed && al_begin_io(a->al, vio->off, vio->len) == 1) {
-		vio->al_held = true;
+	if (!a->failed && al_begin_io(a->al, off, len) == 1)
 		return 1;
-	}
 	a->waits++;
-	vio->rnext = NULL;
-	if (a->wait_tail)
-		a->wait_tail->rnext = vio;
-	else
-		a->wait_head = vio;
-	a->wait_tail = vio;
+	rangelock_add(&a->waiting, w, off, len);
 	if (a->failed) {
 		kick_soon(a); /* fails it from the loop, never inside the submitter's call */
 	} else {
@@ -355,7 +340,7 @@ void al_io_ref(struct al_io *a, uint64_t off, uint64_t len)
 
 void al_io_put(struct al_io *a, uint64_t off, uint64_t len)
 {
-	if (al_end_io(a->al, off, len) && a->wait_head)
+	if (al_end_io(a->al, off, len) && a->waiting.head)
 		kick_soon(a);
 }
 
@@ -366,7 +351,7 @@ void al_io_pin(struct al_io *a, uint64_t off, uint64_t len, uint64_t seq)
 
 void al_io_stable(struct al_io *a, uint64_t below)
 {
-	if (al_stable(a->al, below) && a->wait_head)
+	if (al_stable(a->al, below) && a->waiting.head)
 		kick_soon(a);
 }
 
@@ -387,11 +372,9 @@ void al_io_close(struct al_io *a)
 json_t *al_io_status_json(const struct al_io *a)
 {
 	struct al_stats st;
-	unsigned waiting = 0;
+	unsigned waiting = a->waiting.count;
 
 	al_stats(a->al, &st);
-	for (const struct vol_io *v = a->wait_head; v; v = v->rnext)
-		waiting++;
 	return json_pack("{s:i, s:I, s:I, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:I, s:b}",
 	                 "extents", (int)st.n_slots, "extent_size", (json_int_t)a->p.ext_size,
 	                 "coverage_bytes", (json_int_t)((uint64_t)st.n_slots * a->p.ext_size),

@@ -27,7 +27,7 @@ struct bitmap;
 struct ev_loop;
 struct io_engine;
 struct meta;
-struct vol_io;
+struct range;
 
 struct al_io_params {
 	struct ev_loop *loop;
@@ -38,8 +38,9 @@ struct al_io_params {
 	uint32_t n_slots;  /* al-extents; 0: no activity log */
 	uint32_t ext_size; /* al-extent-size, a power of two */
 	uint64_t vol_size;
-	/* A gated request may go on (err 0) or must fail (positive errno). */
-	void (*resume)(void *ctx, struct vol_io *vio, int err);
+	/* A gated request (the range it waited with) may go on (err 0, references taken) or must
+	 * fail (a positive errno). */
+	void (*resume)(void *ctx, struct range *w, int err);
 	/* Optional: slots are short (a transaction recycles hot ones, or requests wait that only
 	 * freed slots can help). The caller should make its unstable writes stable soon (end its
 	 * epoch) rather than let them hold slots until a timer does. */
@@ -60,10 +61,11 @@ int al_io_open(const struct al_io_params *p, bool crashed, bool *tail_in_bitmap,
 void al_io_close(struct al_io *a);
 
 /*
- * The gate for a write-type request: 1 it may go (references taken, vio->al_held set), 0 it
- * waits: resume() is called later from the loop, with EIO when the log is broken.
+ * The gate for a write of [off, off+len): 1 it may go (references taken), 0 it waits, queued
+ * with w (which must be in no rangelock): resume(w) is called later from the loop, with EIO when
+ * the log is broken.
  */
-int al_io_gate(struct al_io *a, struct vol_io *vio);
+int al_io_gate(struct al_io *a, struct range *w, uint64_t off, uint64_t len);
 /* One more reference for a range that is held (the copy in flight to the peer). */
 void al_io_ref(struct al_io *a, uint64_t off, uint64_t len);
 void al_io_put(struct al_io *a, uint64_t off, uint64_t len);

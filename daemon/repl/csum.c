@@ -13,16 +13,20 @@
  * target already has. A target's hash taken before a later write arrived only makes blocks look
  * different, never equal. Interrupted, the resync resumes from the bitmaps like any other.
  */
+#include "csum.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta/bitmap.h"
-#include "lib/buf.h"
 #include "conf/config.h"
-#include "transport/hashrun.h"
+#include "lib/buf.h"
 #include "lib/log.h"
+#include "meta/bitmap.h"
 #include "repl_int.h"
+#include "resync.h"
+#include "ship.h"
+#include "transport/hashrun.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -75,17 +79,6 @@ int csum_start_run(struct repl *r, uint64_t off, uint32_t len)
 	return 0;
 }
 
-static void remove_reading(struct repl *r, struct rs_op *op)
-{
-	for (struct rs_op **pp = &r->rs_reading; *pp; pp = &(*pp)->next) {
-		if (*pp == op) {
-			*pp = op->next;
-			op->next = NULL;
-			return;
-		}
-	}
-}
-
 struct cmp_ctx {
 	struct repl *r;
 	struct rs_op *op;
@@ -134,7 +127,7 @@ static void csum_read_done(struct io_req *req)
 		resync_free_op(op);
 		return;
 	}
-	remove_reading(r, op);
+	rangelock_del(&op->range);
 	r->rs_inflight -= op->len;
 	if (req->res < 0 || hashrun_compute(alg, op->buf, op->len, bs, lh) < 0) {
 		repl_log(r, LOG_LVL_ERR,
@@ -151,7 +144,7 @@ static void csum_read_done(struct io_req *req)
 	hashrun_mask_ranges(~diff & valid, n, op->off, op->len, bs, send_in_sync, &c);
 	hashrun_mask_ranges(diff, n, op->off, op->len, bs, send_differing, &c);
 	resync_free_op(op);
-	repl_deferred_pump(r);
+	ship_held_pump(r);
 	resync_pump(r);
 }
 
@@ -203,16 +196,9 @@ static void hashes_frame(struct repl *r, const struct wire_hdr *h, const uint8_t
 	}
 	memcpy(op->hashes, hashes, n);
 	op->stage = 1;
-	op->next = r->rs_reading;
-	r->rs_reading = op;
-	memset(&op->io, 0, sizeof(op->io));
-	op->io.op = IO_OP_READ;
-	op->io.fd = volume_fd(r->p.vol);
-	op->io.buf = op->buf;
-	op->io.off = op->off;
-	op->io.len = op->len;
-	op->io.done = csum_read_done;
-	op->io.data = op;
+	rangelock_add(&r->rs_reading, &op->range, op->off, op->len);
+	io_req_prep(&op->io, IO_OP_READ, volume_fd(r->p.vol), op->off, op->len, op->buf,
+	            csum_read_done, op);
 	io_submit(r->p.io, &op->io);
 }
 

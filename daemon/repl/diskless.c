@@ -2,44 +2,19 @@
 #include "diskless.h"
 
 #include <errno.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 
-#include "meta/bitmap.h"
-#include "lib/buf.h"
+#include "apply.h"
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/buf.h"
 #include "lib/log.h"
-#include "lib/proc.h"
+#include "meta/bitmap.h"
+#include "pull.h"
 #include "repl_int.h"
-#include "volume/volume.h"
-
-#define HOOKS_MAX 4
-
-bool diskless_is_disk_error(int err)
-{
-	switch (err) {
-	case EIO:
-	case ENXIO:
-	case ENODEV:
-	case ENOMEDIUM:
-	case EMEDIUMTYPE:
-	case EROFS: /* the kernel remounted or the device turned read-only after errors */
-	case EREMOTEIO:
-	case EBADF:   /* the descriptor no longer refers to the device */
-	case EUCLEAN: /* filesystem corruption under a file-backed store */
-	case ENOTCONN:
-	case ESHUTDOWN:
-		return true;
-	default:
-		return false;
-	}
-}
+#include "volume/req.h"
 
 enum diskless_verdict diskless_handshake(int self_disk, int peer_disk, uint64_t self_gen,
                                          uint64_t peer_gen)
@@ -55,94 +30,13 @@ enum diskless_verdict diskless_handshake(int self_disk, int peer_disk, uint64_t 
 	return DL_ACCEPT;
 }
 
-const char *diskless_errno_name(int err)
-{
-	const char *n = strerrorname_np(err);
-	return n ? n : "EUNKNOWN";
-}
-
-double diskless_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- local-io-error hook ---------------------------------------------------------------- */
-
-struct hook_run {
-	ev_child w;
-	char volume[WIRE_NAME_MAX + 1];
-	char path[256];
-};
-
-static unsigned hooks_running;
-
-static void hook_exited(struct ev_loop *loop, ev_child *w, int revents)
-{
-	struct hook_run *h = (struct hook_run *)w;
-	(void)revents;
-	ev_child_stop(loop, w);
-	hooks_running--;
-	if (WIFEXITED(w->rstatus) && WEXITSTATUS(w->rstatus) == 0)
-		log_vol(LOG_LVL_INFO, h->volume, NULL, "The local-io-error hook %s finished.",
-		        h->path);
-	else
-		log_vol(LOG_LVL_WARN, h->volume, NULL,
-		        "The local-io-error hook %s failed (wait status 0x%x).", h->path,
-		        (unsigned)w->rstatus);
-	free(h);
-}
-
-void diskless_hook_run(const struct hak_volume_cfg *vc, const char *op, int err, const char *policy)
-{
-	struct ev_loop *loop = ev_default_loop(0);
-	char e_vol[96], e_err[48], e_op[48], e_pol[48];
-	char e_path[] = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
-	const char *ename = diskless_errno_name(err);
-	if (!vc->local_io_error_hook)
-		return;
-	if (hooks_running >= HOOKS_MAX) {
-		log_vol(LOG_LVL_WARN, vc->name, NULL,
-		        "Not running the local-io-error hook for a %s error: %u instances still "
-		        "run.",
-		        ename, hooks_running);
-		return;
-	}
-	struct hook_run *h = calloc(1, sizeof(*h));
-	if (!h)
-		return;
-	snprintf(h->volume, sizeof(h->volume), "%s", vc->name);
-	snprintf(h->path, sizeof(h->path), "%s", vc->local_io_error_hook);
-	snprintf(e_vol, sizeof(e_vol), "HAK_VOLUME=%s", vc->name);
-	snprintf(e_err, sizeof(e_err), "HAK_ERROR=%s", ename);
-	snprintf(e_op, sizeof(e_op), "HAK_OP=%s", op);
-	snprintf(e_pol, sizeof(e_pol), "HAK_POLICY=%s", policy);
-	char *argv[] = {vc->local_io_error_hook, vc->name, (char *)ename, (char *)op,
-	                (char *)policy,          NULL};
-	char *envp[] = {e_vol, e_err, e_op, e_pol, e_path, NULL};
-	pid_t pid;
-	posix_spawnattr_t at;
-	proc_spawnattr_init(&at);
-	int rc = posix_spawn(&pid, vc->local_io_error_hook, NULL, &at, argv, envp);
-	posix_spawnattr_destroy(&at);
-	if (rc != 0) {
-		log_vol(LOG_LVL_ERR, vc->name, NULL, "Cannot run the local-io-error hook %s: %s.",
-		        vc->local_io_error_hook, strerror(rc));
-		free(h);
-		return;
-	}
-	hooks_running++;
-	ev_child_init(&h->w, hook_exited, pid, 0);
-	ev_child_start(loop, &h->w);
-}
-
 /* ---- detach ----------------------------------------------------------------------------- */
 
-void repl_detached(struct repl *r, const char *reason)
+void diskless_detached(void *ctx, const char *reason)
 {
+	struct repl *r = ctx;
 	enum repl_disk was = r->disk;
-	attach_abort(r);
+	pull_abort(r);
 	snprintf(r->detach_reason, sizeof(r->detach_reason), "%s", reason);
 	r->disk = DISK_DISKLESS;
 	/* A resync this node sources reads the failed disk: nothing good can come of it. */
@@ -175,26 +69,19 @@ void repl_detached(struct repl *r, const char *reason)
 
 /* ---- primary: forwarded reads ----------------------------------------------------------- */
 
-static bool range_out_of_sync(const struct repl *r, uint64_t off, uint64_t len)
-{
-	uint32_t bs = r->sb.bitmap_block_size;
-	uint64_t first = off / bs, last = (off + len - 1) / bs;
-	return bitmap_find_next_set(r->bm, first) <= last;
-}
-
 static void rread_chunk_done(struct vol_io *vio, int err)
 {
 	if (err && !vio->rr_err)
 		vio->rr_err = err;
 	vio->rr_pending--;
 	if (vio->rr_pending == 0 && vio->rr_next >= vio->off + vio->len)
-		volume_remote_read_done(vio, vio->rr_err);
+		req_mod(vio, REQ_LOCAL_DONE, vio->rr_err);
 }
 
 static void rread_pump(struct repl *r)
 {
-	while (r->rread_head && r->connected) {
-		struct vol_io *vio = r->rread_head;
+	while (r->rread_wait.head && r->connected) {
+		struct vol_io *vio = range_entry(r->rread_wait.head, struct vol_io, range);
 		uint64_t end = vio->off + vio->len;
 		while (vio->rr_next < end) {
 			uint64_t id = r->rread_next_id;
@@ -220,29 +107,22 @@ static void rread_pump(struct repl *r)
 			vio->rr_pending++;
 			vio->rr_next += n;
 		}
-		r->rread_head = vio->rnext;
-		if (!r->rread_head)
-			r->rread_tail = NULL;
-		vio->rnext = NULL;
+		rangelock_del(&vio->range);
 	}
 }
 
-int repl_remote_read(struct repl *r, struct vol_io *vio)
+int diskless_remote_read(void *ctx, struct vol_io *vio)
 {
+	struct repl *r = ctx;
 	if (!r->connected || r->peer_disk != DISK_UPTODATE || !r->data ||
-	    range_out_of_sync(r, vio->off, vio->len)) {
+	    repl_range_dirty(r->bm, vio->off, vio->len)) {
 		errno = EIO;
 		return -1;
 	}
 	vio->rr_next = vio->off;
 	vio->rr_pending = 0;
 	vio->rr_err = 0;
-	vio->rnext = NULL;
-	if (r->rread_tail)
-		r->rread_tail->rnext = vio;
-	else
-		r->rread_head = vio;
-	r->rread_tail = vio;
+	rangelock_add(&r->rread_wait, &vio->range, vio->off, vio->len);
 	rread_pump(r);
 	return 0;
 }
@@ -253,7 +133,7 @@ void diskless_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payl
 	uint64_t id = wire_get_id(payload);
 	uint32_t status;
 	if (id & ATTACH_ID_BIT) {
-		attach_read_reply(r, h, payload);
+		pull_read_reply(r, h, payload);
 		return;
 	}
 	struct rread *s = &r->rread[id % RREAD_SLOTS];
@@ -288,12 +168,9 @@ void diskless_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payl
 static void rread_fail_all(struct repl *r)
 {
 	/* Queued requests first, so none of them gets a slot while the slots are failed. */
-	struct vol_io *q = r->rread_head;
-	r->rread_head = r->rread_tail = NULL;
-	while (q) {
-		struct vol_io *vio = q;
-		q = vio->rnext;
-		vio->rnext = NULL;
+	while (r->rread_wait.head) {
+		struct vol_io *vio = range_entry(r->rread_wait.head, struct vol_io, range);
+		rangelock_del(&vio->range);
 		vio->rr_next = vio->off + vio->len;
 		vio->rr_pending++;
 		rread_chunk_done(vio, EIO);
@@ -360,16 +237,10 @@ static void rserve_read_done(struct io_req *req)
 static void rserve_start(struct rserve *sv)
 {
 	struct repl *r = sv->r;
-	memset(&sv->io, 0, sizeof(sv->io));
-	sv->io.op = IO_OP_READ;
-	sv->io.fd = volume_fd(r->p.vol);
-	sv->io.off = sv->off;
-	sv->io.len = sv->len;
-	sv->io.buf = sv->buf;
-	if (!r->p.vcfg->direct_io)
+	io_req_prep(&sv->io, IO_OP_READ, volume_fd(r->p.vol), sv->off, sv->len, sv->buf,
+	            rserve_read_done, sv);
+	if (volume_buffered(r->p.vol))
 		sv->io.flags |= IO_F_BUFFERED;
-	sv->io.done = rserve_read_done;
-	sv->io.data = sv;
 	if (io_submit(r->p.io, &sv->io) < 0) {
 		sv->io.res = -EIO;
 		rserve_read_done(&sv->io);
@@ -421,8 +292,9 @@ void diskless_read_req(struct repl *r, const struct wire_hdr *h, uint8_t *payloa
 	rserve_start(sv);
 }
 
-void diskless_apply_progress(struct repl *r)
+static void diskless_apply_progress(void *ctx)
 {
+	struct repl *r = ctx;
 	/* In arrival order: a read never overtakes an earlier one still blocked. */
 	while (r->rserve_wait && !apply_overlaps(r, r->rserve_wait->off, r->rserve_wait->len)) {
 		struct rserve *sv = r->rserve_wait;
@@ -432,8 +304,9 @@ void diskless_apply_progress(struct repl *r)
 	}
 }
 
-void diskless_conn_lost(struct repl *r)
+static void diskless_conn_lost(void *ctx)
 {
+	struct repl *r = ctx;
 	/* repl.c bumps conn_seq on every loss: replies still being read are dropped by it. */
 	while (r->rserve_wait) {
 		struct rserve *sv = r->rserve_wait;
@@ -448,4 +321,12 @@ void diskless_conn_lost(struct repl *r)
 void diskless_destroy(struct repl *r)
 {
 	diskless_conn_lost(r);
+}
+
+void diskless_init(struct repl *r)
+{
+	rangelock_init(&r->rread_wait);
+	hooks_add(&r->on_conn_lost, CONN_LOST_DISKLESS, diskless_conn_lost, r, "diskless");
+	hooks_add(&r->on_apply_done, RANGE_FREE_SERVED_READS, diskless_apply_progress, r,
+	          "served reads");
 }

@@ -23,19 +23,7 @@
 
 struct repl;
 struct wire_hdr;
-struct hak_volume_cfg;
 
-/* Forwarded read chunks in flight (at most WIRE_READ_MAX each: 64 MiB of buffers); the attach
- * pull keeps ATTACH_WINDOW more. The serving side accepts no more than both together. */
-#define RREAD_SLOTS   64u
-#define ATTACH_WINDOW 8u
-
-/*
- * Whether a failed request means the disk is failing (EIO, ENXIO, ENODEV, ENOMEDIUM, EROFS,
- * EREMOTEIO, EBADF, EUCLEAN...), as opposed to a request the store merely cannot do (ENOSPC,
- * ENOTSUP, EINVAL, EFBIG): those go to the client and leave the disk attached.
- */
-bool diskless_is_disk_error(int err);
 /*
  * The handshake when either side is Diskless (self/peer: enum repl_disk values; gens: the
  * current generation IDs). There is nothing to resync; the diskful side must be UpToDate and of
@@ -50,25 +38,16 @@ enum diskless_verdict {
 enum diskless_verdict diskless_handshake(int self_disk, int peer_disk, uint64_t self_gen,
                                          uint64_t peer_gen);
 
-/* "EIO", "ENODEV": the symbolic name (events take no spaces). */
-const char *diskless_errno_name(int err);
-double diskless_now(void);
+struct vol_io;
 
-/*
- * Run local-io-error-hook (if configured) as "HOOK VOLUME ERRNO-NAME OP POLICY" with the same in
- * HAK_VOLUME, HAK_ERROR, HAK_OP, HAK_POLICY; never waits for it (ev_child reaps it and logs
- * the exit status). At most a few run at once; more are skipped with a log line.
- */
-void diskless_hook_run(const struct hak_volume_cfg *vc, const char *op, int err,
-                       const char *policy);
-
-/* repl.c hooks. */
+/* Register the hooks (repl_create): a lost connection fails forwarded reads and drops served
+ * ones; a finished apply lets served reads waiting behind it start. */
+void diskless_init(struct repl *r);
+/* The volume's door (ctx is the repl): the local disk was detached; a read goes to the peer. */
+void diskless_detached(void *ctx, const char *reason);
+int diskless_remote_read(void *ctx, struct vol_io *vio);
 void diskless_read_req(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void diskless_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
-/* The connection ended: forwarded reads fail with EIO, served reads are dropped. */
-void diskless_conn_lost(struct repl *r);
-/* An apply finished on the secondary: reads waiting behind it may start. */
-void diskless_apply_progress(struct repl *r);
 /* Free everything (shutdown, after the I/O engine drained). */
 void diskless_destroy(struct repl *r);
 

@@ -8,7 +8,7 @@
  * it walks its own "still stale" bitmap (all set at attach), asks the peer for runs with
  * READ_REQ (ids carry ATTACH_ID_BIT) and writes the replies locally. Ordering, as in resync.c:
  * no run is requested while a client write to its blocks is in flight locally, and a client
- * write to a run being pulled waits (repl_submit) until the run is written. The peer answers a
+ * write to a run being pulled waits (ship_submit) until the run is written. The peer answers a
  * READ_REQ only after the writes it received before it, so a pulled run never carries data
  * older than a write of the primary.
  *
@@ -20,12 +20,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta/bitmap.h"
-#include "lib/buf.h"
+#include "pull.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/buf.h"
 #include "lib/log.h"
+#include "meta/bitmap.h"
 #include "repl_int.h"
+#include "ship.h"
 #include "volume/volume.h"
 
 static void pull_free(struct pull_op *op)
@@ -34,53 +41,19 @@ static void pull_free(struct pull_op *op)
 	free(op);
 }
 
-static bool pull_blocked(const struct repl *r, uint64_t off, uint64_t len)
+bool pull_attaching(void *ctx)
 {
-	for (const struct vol_io *v = r->active_writes; v; v = v->rnext)
-		if (v->off < off + len && off < v->off + v->len)
-			return true;
-	return false;
-}
-
-bool attach_overlaps(const struct repl *r, uint64_t off, uint64_t len)
-{
-	for (const struct pull_op *op = r->pulls; op; op = op->next)
-		if (op->off < off + len && off < op->off + op->len)
-			return true;
-	return false;
-}
-
-bool repl_attaching(const struct repl *r)
-{
+	const struct repl *r = ctx;
 	return r->pull_bm != NULL;
 }
 
-bool repl_peer_serves(const struct repl *r)
+bool pull_local_stale(void *ctx, uint64_t off, uint64_t len)
 {
-	return r->connected && r->peer_disk == DISK_UPTODATE && r->link == LINK_CONNECTED;
+	const struct repl *r = ctx;
+	return r->pull_bm && len > 0 && repl_range_dirty(r->pull_bm, off, len);
 }
 
-bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len)
-{
-	if (!r->pull_bm || len == 0)
-		return false;
-	uint32_t bs = r->sb.bitmap_block_size;
-	uint64_t first = off / bs, last = (off + len - 1) / bs;
-	return bitmap_find_next_set(r->pull_bm, first) <= last;
-}
-
-static void pull_unlink(struct repl *r, struct pull_op *op)
-{
-	for (struct pull_op **pp = &r->pulls; *pp; pp = &(*pp)->next) {
-		if (*pp == op) {
-			*pp = op->next;
-			r->pull_count--;
-			return;
-		}
-	}
-}
-
-static void attach_finish(struct repl *r)
+static void pull_finish(struct repl *r)
 {
 	double dt = ev_now(r->p.loop) - r->pull_start;
 	bitmap_free(r->pull_bm);
@@ -116,7 +89,8 @@ static bool next_run(struct repl *r, uint64_t *off, uint32_t *len)
 			uint64_t l = bitmap_bit_offset(r->pull_bm, end - 1) +
 			             bitmap_bit_length(r->pull_bm, end - 1) - o;
 			r->pull_cursor = end;
-			if (!attach_overlaps(r, o, l) && !pull_blocked(r, o, l)) {
+			if (!rangelock_overlaps(&r->pulling, o, l) &&
+			    !rangelock_overlaps(&r->writes_active, o, l)) {
 				*off = o;
 				*len = (uint32_t)l;
 				return true;
@@ -128,11 +102,11 @@ static bool next_run(struct repl *r, uint64_t *off, uint32_t *len)
 	return false;
 }
 
-void attach_pump(struct repl *r)
+static void pull_pump(struct repl *r)
 {
 	if (!r->pull_bm || !r->connected)
 		return;
-	while (r->pull_count < ATTACH_WINDOW) {
+	while (r->pulling.count < ATTACH_WINDOW) {
 		uint64_t off;
 		uint32_t len;
 		if (!next_run(r, &off, &len))
@@ -151,16 +125,14 @@ void attach_pump(struct repl *r)
 		struct wire_io io = {.id = op->id, .off = off, .len = len};
 		uint8_t b[WIRE_IO_SIZE];
 		wire_io_encode(b, &io);
-		op->next = r->pulls;
-		r->pulls = op;
-		r->pull_count++;
+		rangelock_add(&r->pulling, &op->range, off, len);
 		if (tstream_send_small(r->data, WIRE_READ_REQ, 0, b, sizeof(b)) < 0) {
 			repl_drop_connection(r, "queueing a read of the attach resync failed");
 			return;
 		}
 	}
-	if (r->pull_count == 0 && bitmap_count(r->pull_bm) == 0)
-		attach_finish(r);
+	if (rangelock_empty(&r->pulling) && bitmap_count(r->pull_bm) == 0)
+		pull_finish(r);
 }
 
 static void pull_written(struct io_req *req)
@@ -172,7 +144,7 @@ static void pull_written(struct io_req *req)
 		pull_free(op);
 		return;
 	}
-	pull_unlink(r, op);
+	rangelock_del(&op->range);
 	if (err) {
 		char why[160];
 		snprintf(why, sizeof(why), "write error %s at offset %llu during the attach resync",
@@ -180,24 +152,27 @@ static void pull_written(struct io_req *req)
 		         (unsigned long long)op->off);
 		pull_free(op);
 		volume_detach(r->p.vol, err, why);
-		repl_deferred_pump(r);
+		ship_held_pump(r);
 		return;
 	}
 	bitmap_clear_range(r->pull_bm, op->off, op->len);
 	r->pull_done_bytes += op->len;
 	pull_free(op);
-	repl_deferred_pump(r);
-	attach_pump(r);
+	ship_held_pump(r);
+	pull_pump(r);
 }
 
-void attach_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
+void pull_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 {
 	char why[200];
 	uint64_t id = wire_get_id(payload);
 	uint32_t status;
-	struct pull_op *op = r->pulls;
-	while (op && (op->id != id || op->writing))
-		op = op->next;
+	struct pull_op *op = NULL;
+	for (struct range *e = r->pulling.head; e && !op; e = e->next) {
+		struct pull_op *o = range_entry(e, struct pull_op, range);
+		if (o->id == id && !o->writing)
+			op = o;
+	}
 	if (!op || wire_rreply_decode(h, payload, op->len, &id, &status, why, sizeof(why)) < 0) {
 		if (!op)
 			snprintf(why, sizeof(why),
@@ -219,37 +194,28 @@ void attach_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payloa
 	memcpy(op->buf, payload + WIRE_RREPLY_SIZE, op->len);
 	buf_put(payload, h->len);
 	op->writing = true;
-	memset(&op->io, 0, sizeof(op->io));
-	op->io.op = IO_OP_WRITE;
-	op->io.fd = volume_fd(r->p.vol);
-	op->io.off = op->off;
-	op->io.len = op->len;
-	op->io.buf = op->buf;
-	if (!r->p.vcfg->direct_io)
+	io_req_prep(&op->io, IO_OP_WRITE, volume_fd(r->p.vol), op->off, op->len, op->buf,
+	            pull_written, op);
+	if (volume_buffered(r->p.vol))
 		op->io.flags |= IO_F_BUFFERED;
-	op->io.done = pull_written;
-	op->io.data = op;
 	if (io_submit(r->p.io, &op->io) < 0) {
 		op->io.res = -EIO;
 		pull_written(&op->io);
 	}
 }
 
-void attach_abort(struct repl *r)
+void pull_abort(struct repl *r)
 {
 	if (!r->pull_bm)
 		return;
 	/* Runs being written finish into the void; the rest are dropped now. */
-	struct pull_op *op = r->pulls;
-	r->pulls = NULL;
-	r->pull_count = 0;
-	while (op) {
-		struct pull_op *next = op->next;
+	while (r->pulling.head) {
+		struct pull_op *op = range_entry(r->pulling.head, struct pull_op, range);
+		rangelock_del(&op->range);
 		if (op->writing)
 			op->orphan = true;
 		else
 			pull_free(op);
-		op = next;
 	}
 	repl_log(r, LOG_LVL_WARN,
 	         "The attach resync stopped with %llu bytes still to pull; the disk is "
@@ -259,10 +225,10 @@ void attach_abort(struct repl *r)
 	r->pull_bm = NULL;
 	if (r->link == LINK_SYNC_TARGET)
 		r->link = r->connected ? LINK_CONNECTED : LINK_CONNECTING;
-	repl_deferred_pump(r);
+	ship_held_pump(r);
 }
 
-int repl_attach(struct repl *r, char *err, size_t errlen)
+int pull_attach(struct repl *r, char *err, size_t errlen)
 {
 	if (r->disk != DISK_DISKLESS) {
 		snprintf(err, errlen, "Volume %s is not detached: its disk is %s.", r->name,
@@ -301,6 +267,17 @@ int repl_attach(struct repl *r, char *err, size_t errlen)
 	         r->p.vcfg->backing, (unsigned long long)r->sb.size, r->p.peer->name);
 	events_emit("attach", "volume:%s disk:Diskless->Inconsistent resync:full bytes:%llu",
 	            r->name, (unsigned long long)r->sb.size);
-	attach_pump(r);
+	pull_pump(r);
 	return 0;
+}
+
+static void pull_pump_hook(void *ctx)
+{
+	pull_pump(ctx);
+}
+
+void pull_init(struct repl *r)
+{
+	rangelock_init(&r->pulling);
+	hooks_add(&r->on_write_done, RANGE_FREE_PULL, pull_pump_hook, r, "pull");
 }

@@ -16,18 +16,36 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "apply.h"
+#include "conf/config.h"
+#include "csum.h"
+#include "ctl/events.h"
+#include "diskless.h"
+#include "lib/buf.h"
+#include "lib/crc32c.h"
+#include "lib/endian.h"
+#include "lib/log.h"
 #include "meta/al.h"
 #include "meta/al_io.h"
 #include "meta/bitmap.h"
-#include "lib/buf.h"
-#include "conf/config.h"
-#include "lib/crc32c.h"
-#include "ctl/events.h"
-#include "lib/log.h"
-#include "lib/endian.h"
+#include "pull.h"
 #include "repl_int.h"
+#include "resync.h"
+#include "ship.h"
+#include "splitbrain.h"
 #include "verify.h"
 #include "volume/volume.h"
+
+/* The door the volume calls replication through (volume.h). */
+static const struct vol_repl_ops repl_door = {
+    .submit = ship_submit,
+    .local_done = ship_local_done,
+    .adopt = ship_adopt,
+    .remote_read = diskless_remote_read,
+    .attaching = pull_attaching,
+    .local_stale = pull_local_stale,
+    .detached = diskless_detached,
+};
 
 static const char *const role_names[] = {"secondary", "primary"};
 static const char *const disk_names[] = {"UpToDate", "Outdated", "Inconsistent", "Diskless",
@@ -47,10 +65,6 @@ const char *repl_disk_name(enum repl_disk x)
 const char *repl_link_name(enum repl_link x)
 {
 	return link_names[x];
-}
-const char *repl_mode_name(enum repl_mode x)
-{
-	return mode_names[x];
 }
 
 enum repl_role repl_role(const struct repl *r)
@@ -485,7 +499,7 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		apply_frame(r, h, payload);
 		return;
 	case WIRE_BARRIER:
-		barrier_frame(r, wire_get_id(payload));
+		apply_barrier(r, wire_get_id(payload));
 		break;
 	case WIRE_RECV_ACK:
 	case WIRE_BARRIER_ACK:
@@ -657,31 +671,32 @@ void repl_drop_connection(struct repl *r, const char *why)
 	memset(r->hello_sent, 0, sizeof(r->hello_sent));
 	memset(r->hello_rcvd, 0, sizeof(r->hello_rcvd));
 	r->data_paused = false;
-	resync_stop(r);
-	verify_stop(r);
-	diskless_conn_lost(r);
-	ship_unstable_lost(r);
-	/* Not only a primary's: a secondary that sources a resync holds slots for its barriers. */
-	ship_fail_all(r);
-	apply_drop_unsynced(r);
-	if (r->role == ROLE_PRIMARY) {
-		ship_wait_pump(r);
-		/* A diskless primary writes nothing while the peer is away (every write fails): the
-		 * peer's copy stays current, and its generation with it. */
-		if (was && r->disk != DISK_DISKLESS) {
-			/* A new generation: the peer's copy ends here (DESIGN.md: generation IDs).
-			 */
-			struct gen_ids g = repl_gen_local(r);
-			gen_new_current(&g, fresh_gen());
-			gen_store(r, &g);
-			meta_flush_bitmap(r->meta, r->bm);
-			repl_write_sb(r);
-		}
-	} else {
-		apply_drop_waiting(r);
-	}
-	repl_deferred_pump(r);
+	r->lost_established = was;
+	hooks_run(&r->on_conn_lost);
 	r->link = r->want_connect ? LINK_CONNECTING : LINK_STANDALONE;
+}
+
+/* A primary that loses an established connection starts a new generation: the peer's copy ends
+ * here (docs/architecture.md, generation IDs). A diskless primary writes nothing while the peer
+ * is away (every write fails): the peer's copy stays current, and its generation with it. */
+static void repl_conn_lost_generation(void *ctx)
+{
+	struct repl *r = ctx;
+	if (r->role != ROLE_PRIMARY || !r->lost_established || r->disk == DISK_DISKLESS)
+		return;
+	struct gen_ids g = repl_gen_local(r);
+	gen_new_current(&g, fresh_gen());
+	gen_store(r, &g);
+	meta_flush_bitmap(r->meta, r->bm);
+	repl_write_sb(r);
+}
+
+bool repl_range_dirty(const struct bitmap *bm, uint64_t off, uint64_t len)
+{
+	uint32_t bs = bitmap_block_size(bm);
+	if (len == 0)
+		return false;
+	return bitmap_find_next_set(bm, off / bs) <= (off + len - 1) / bs;
 }
 
 static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -1145,7 +1160,15 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->mode = (enum repl_mode)p->vcfg->mode;
 	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
-	r->next_id = 1;
+	/* Every part of replication registers its hooks: their order is fixed by the CONN_LOST_*
+	 * and RANGE_FREE_* constants (repl_int.h), not by the order of these calls. */
+	ship_init(r);
+	apply_init(r);
+	resync_init(r);
+	diskless_init(r);
+	pull_init(r);
+	hooks_add(&r->on_conn_lost, CONN_LOST_GENERATION, repl_conn_lost_generation, r,
+	          "generation");
 	if (tlog_init(&r->tl, TLOG_SLOTS) < 0 || verify_create(r) < 0) {
 		snprintf(err, errlen, "Out of memory.");
 		goto fail;
@@ -1187,12 +1210,6 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
 	              p->vcfg->ping_interval);
 	ev_timer_init(&r->flush_timer, flush_timer_cb, 1.0, 1.0);
-	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
-	r->rs_timer.data = r;
-	ev_timer_init(&r->epoch_timer, ship_epoch_timer_cb, EPOCH_MAX_AGE, 0.);
-	r->epoch_timer.data = r;
-	rsctl_init(&r->rsctl, p->vcfg->resync_rate_max, p->vcfg->resync_rate_min,
-	           p->vcfg->resync_fill);
 	r->conn_timer.data = r->ping_timer.data = r->flush_timer.data = r;
 	ev_timer_start(p->loop, &r->conn_timer);
 	ev_timer_start(p->loop, &r->ping_timer);
@@ -1205,6 +1222,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	         p->peer->name, p->peer->address, mode_names[r->mode], disk_names[r->disk],
 	         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
 	         r->initiator ? "this node connects" : "this node accepts");
+	volume_set_repl(p->vol, &repl_door, r);
 	*out = r;
 	return 0;
 fail:
@@ -1249,6 +1267,7 @@ void repl_destroy(struct repl *r)
 	if (!r)
 		return;
 	repl_shutdown(r);
+	volume_set_repl(r->p.vol, NULL, NULL);
 	diskless_destroy(r);
 	meta_flush_bitmap(r->meta, r->bm);
 	/* A clean stop: the bitmap on disk is complete. An earlier crash as primary stays recorded

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Replication of one volume to its peer: roles, disk and link states, the peer connection (two
- * streams, handshake, generation-ID decision), the primary's send side (writes, barriers, acks,
- * bitmap tracking while the peer is away), the secondary's apply side (overlapping writes in
- * arrival order, barriers), bitmap exchange and the resync that follows.
- *
- * volume.c calls in here on every write of a primary; everything else is driven by the loop.
+ * Replication of one volume to its peer, as the rest of hakd sees it: create and destroy, the
+ * operator's commands, the states the cluster manager reads. What happens inside (the
+ * connection, the send and apply sides, the resync) is in this folder's README and in
+ * repl_int.h. The volume reaches replication only through the door replication fills in at
+ * repl_create (struct vol_repl_ops, volume/volume.h). Other public headers of the folder:
+ * pull.h (hakctl attach), resync.h (pause and resume), verify.h (online verify).
  */
 #ifndef HAK_REPL_H
 #define HAK_REPL_H
@@ -16,7 +16,6 @@
 
 struct ev_loop;
 struct volume;
-struct vol_io;
 struct io_engine;
 struct hak_config;
 struct hak_volume_cfg;
@@ -55,37 +54,8 @@ void repl_destroy(struct repl *r);
 
 enum repl_role repl_role(const struct repl *r);
 
-/*
- * Primary write path (volume.c), called before the local I/O of WRITE, TRIM, ZERO or FLUSH.
- * Sends the request to the peer or records it in the bitmap, and sets vio->peer_wait when the
- * completion must wait for the peer (then repl calls volume_peer_done()). Returns 1 when the
- * request must wait (a resync of the same blocks is being read): repl calls volume_resume()
- * later; 0 to go ahead now.
- */
-int repl_submit(struct repl *r, struct vol_io *vio);
-/* The local I/O of vio finished. */
-void repl_local_done(struct repl *r, struct vol_io *vio);
-
-/*
- * The local disk is gone (volume.c detached it, reason says why): record Diskless in the
- * metadata, tell the peer, stop a resync this node sources.
- */
-void repl_detached(struct repl *r, const char *reason);
-/* A diskless primary's read: forwarded to the peer. 0 (volume_remote_read_done follows), or -1
- * with errno EIO when the peer cannot serve it (not connected, not UpToDate, range out of sync). */
-int repl_remote_read(struct repl *r, struct vol_io *vio);
-/* The local side of a replicated write failed: make its completion wait for the peer's write
- * acknowledgement (vio->peer_acked) instead. */
-void repl_adopt(struct repl *r, struct vol_io *vio);
-
-/* hakctl attach: reopen the backing store of a Diskless primary and pull all of it from the
- * peer (attach.c). While that runs, reads of blocks not pulled yet go to the peer. */
-int repl_attach(struct repl *r, char *err, size_t errlen);
-bool repl_attaching(const struct repl *r);
 /* The peer is connected with an UpToDate disk: it can serve for a detached one. */
 bool repl_peer_serves(const struct repl *r);
-/* The attached disk does not hold [off, off+len) yet. */
-bool repl_local_stale(const struct repl *r, uint64_t off, uint64_t len);
 
 /* Operator commands. 0, or -1 with a sentence in err. */
 int repl_promote(struct repl *r, bool force, char *err, size_t errlen);
@@ -96,15 +66,13 @@ void repl_peer_dead(struct repl *r, const char *why);
 int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen);
 int repl_connect(struct repl *r, char *err, size_t errlen);
 int repl_disconnect(struct repl *r, char *err, size_t errlen);
-/* Hold (pause) or release resyncs on this node; the peer is told, so either side may ask. */
-int repl_resync_pause(struct repl *r, bool pause, char *err, size_t errlen);
 int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen);
-/* Online verify driven by this node (daemon/verify.h). */
+/* Online verify driven by this node (verify.h). */
 int repl_verify(struct repl *r, char *err, size_t errlen);
 /* Resync the blocks marked out of sync on either node (after a verify), while connected. */
 int repl_resync(struct repl *r, char *err, size_t errlen);
 
-/* The local disk and the link state (repl_state.c, for the cluster manager). */
+/* The local disk and the link state (for the cluster manager). */
 enum repl_disk repl_disk_state(const struct repl *r);
 enum repl_link repl_link_state(const struct repl *r);
 /* Status object for hakctl. */
@@ -113,6 +81,5 @@ json_t *repl_status_json(const struct repl *r);
 const char *repl_role_name(enum repl_role r);
 const char *repl_disk_name(enum repl_disk d);
 const char *repl_link_name(enum repl_link l);
-const char *repl_mode_name(enum repl_mode m);
 
 #endif

@@ -1,5 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* Private to repl.c and resync.c: the state of one replicated volume. */
+/*
+ * Private to daemon/repl/ (scripts/check-includes.sh refuses it elsewhere): the state of one
+ * replicated volume, struct repl, in sections by the file that owns each field (the only file
+ * that writes it; others of the folder may read it), and the objects that live in its queues.
+ * Each file's functions are declared in its own header (ship.h, apply.h, resync.h, ...); this
+ * one declares those of repl.c that the rest of the folder calls.
+ */
 #ifndef HAK_REPL_INT_H
 #define HAK_REPL_INT_H
 
@@ -7,9 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "diskless.h"
 #include "meta/gen.h"
 #include "io/io.h"
+#include "lib/hooks.h"
+#include "lib/rangelock.h"
 #include "meta/meta.h"
 #include "repl.h"
 #include "rsctl.h"
@@ -63,7 +70,8 @@ struct pend {
 
 /* Secondary: one write (application or resync) being applied. */
 struct apply {
-	struct apply *next;
+	struct range range; /* in repl.applying or repl.apply_waiting */
+	struct apply *next; /* in repl.rs_unsynced or repl.rs_syncing, once applied */
 	struct repl *r;
 	uint16_t type;
 	uint16_t flags;
@@ -91,7 +99,8 @@ struct barrier_wait {
 
 /* Source: one resync run being read. */
 struct rs_op {
-	struct rs_op *next;
+	struct range range; /* in repl.rs_reading while its data is read */
+	struct rs_op *next; /* in repl.rs_sent or repl.rs_csum */
 	struct repl *r;
 	uint64_t id;
 	uint64_t off;
@@ -116,8 +125,12 @@ struct rread {
 
 /* Primary, attach: one run pulled from the peer (requested, then written locally). */
 #define ATTACH_ID_BIT (UINT64_C(1) << 63)
+/* Forwarded read chunks in flight (at most WIRE_READ_MAX each: 64 MiB of buffers); the attach
+ * pull keeps ATTACH_WINDOW more. The serving side accepts no more than both together. */
+#define RREAD_SLOTS   64u
+#define ATTACH_WINDOW 8u
 struct pull_op {
-	struct pull_op *next;
+	struct range range; /* in repl.pulling until written (or orphaned by pull_abort) */
 	struct repl *r;
 	uint64_t id, off;
 	uint32_t len;
@@ -138,7 +151,35 @@ struct rserve {
 	struct outq_item item;
 };
 
+/*
+ * The hooks of repl.on_conn_lost, in the order they run when the connection drops (after the
+ * streams are closed and conn_seq counts the loss), and why in that order: the resync and the
+ * verify stop reading first, so no run takes a slot that is about to be failed; forwarded reads
+ * fail; the send side puts whatever the peer may lack into the bitmap and answers its waiters;
+ * the secondary forgets what it was applying; then a primary starts a new generation, and only
+ * then are the writes held behind resync reads let go (into the bitmap).
+ */
+enum {
+	CONN_LOST_RESYNC = 10,
+	CONN_LOST_VERIFY = 20,
+	CONN_LOST_DISKLESS = 30,
+	CONN_LOST_SHIP = 40,
+	CONN_LOST_APPLY = 50,
+	CONN_LOST_GENERATION = 60,
+	CONN_LOST_HELD_WRITES = 70,
+};
+/* repl.on_write_done (a primary's local write finished, its range is free) and
+ * repl.on_apply_done (a secondary's apply finished): whoever waits behind a range may go. */
+enum {
+	RANGE_FREE_HELD_WRITES = 10,
+	RANGE_FREE_RESYNC = 20,
+	RANGE_FREE_VERIFY = 30,
+	RANGE_FREE_PULL = 40,
+	RANGE_FREE_SERVED_READS = 50,
+};
+
 struct repl {
+	/* ---- repl.c: the volume's role and states, the connection, the handshake ---- */
 	struct repl_params p;
 	const char *name;
 	struct meta *meta;
@@ -155,8 +196,6 @@ struct repl {
 	bool split_brain;
 	char last_refusal[512];
 	bool initiator;
-
-	/* Peer. */
 	int lfd;
 	ev_io lio;
 	ev_timer conn_timer;
@@ -183,17 +222,22 @@ struct repl {
 	double reject_logged_at; /* rate limit for bad incoming connections: the window's start */
 	unsigned reject_logged;  /* ... lines logged in it */
 	unsigned reject_suppressed;
+	double ping_rtt;
+	double ping_sent;
+	uint64_t promoted_ms;  /* wall clock of the last promotion (not persisted) */
+	bool lost_established; /* on_conn_lost runs for a connection past its handshake */
+	/* Who else must act when the connection drops, or a range is free (the orders above). */
+	struct hooks on_conn_lost, on_write_done, on_apply_done;
 
-	/* Primary send side. */
+	/* ---- ship.c: the primary's send side ---- */
 	struct pend pend[PEND_SLOTS];
 	uint64_t next_id;
-	uint64_t oldest_id;
 	unsigned pend_count;
-	struct vol_io *wait_head, *wait_tail; /* waiting for a free slot */
-	struct vol_io *active_writes;         /* local I/O in flight (for resync overlap) */
-	/* Writes held back, in arrival order: behind a resync read of their blocks, or behind an
-	 * older overlapping write still in flight (so both copies apply the two in one order). */
-	struct vol_io *deferred, *deferred_tail;
+	/* Every write of a primary is in exactly one of these (its vio->range) until its local
+	 * I/O is done: waiting for a free send slot; held back, in arrival order, behind a resync
+	 * or attach read of its blocks or an older overlapping write (so both copies apply the two
+	 * in one order); or in flight locally (resync and verify reads wait for those). */
+	struct rangelock slot_wait, writes_held, writes_active;
 	uint64_t async_bytes;
 	struct tlog tl;         /* acknowledged, not yet flushed by the peer (tlog.h) */
 	ev_timer epoch_timer;   /* closes an epoch that got old (EPOCH_MAX_AGE) */
@@ -203,12 +247,10 @@ struct repl {
 	double ack_latency, ack_latency_max;
 	double ack_win_start, ack_win_sum, ack_win_max;
 	uint64_t ack_win_n;
-	double ping_rtt;
-	double ping_sent;
 
-	/* Secondary apply side. */
-	struct apply *applies;    /* active */
-	struct apply *apply_wait; /* waiting behind an overlap, arrival order */
+	/* ---- apply.c: the secondary's apply side ---- */
+	/* Being applied, and waiting behind an overlapping one (arrival order). */
+	struct rangelock applying, apply_waiting;
 	unsigned apply_count;
 	uint64_t apply_bytes;
 	uint64_t epoch;
@@ -219,17 +261,18 @@ struct repl {
 	 * flush in progress covers. */
 	struct apply *rs_unsynced, *rs_syncing;
 	uint64_t rs_unsynced_bytes;
-	unsigned rs_applying; /* resync runs being written */
+	unsigned rs_applying;      /* resync runs being written */
+	uint64_t integrity_errors; /* payloads whose checksum did not match */
 
-	/* Resync. */
+	/* ---- resync.c: bitmap exchange and the resync, either side ---- */
 	bool bm_sent, bm_done_rcvd, resync_running, resync_full, rs_finishing;
 	uint64_t rs_cursor;
 	/* Source: [rs_data_lo, rs_data_hi) was data when last scanned, so runs inside it skip
 	 * the hole scan. A trim since then costs only a read: zeros still travel as a hole. */
 	uint64_t rs_data_lo, rs_data_hi;
 	uint64_t rs_inflight;
-	struct rs_op *rs_reading; /* being read: application writes to these blocks wait */
-	struct rs_op *rs_sent;    /* queued to the peer, waiting for RS_ACK */
+	struct rangelock rs_reading; /* runs being read: application writes to them wait */
+	struct rs_op *rs_sent;       /* queued to the peer, waiting for RS_ACK */
 	uint64_t rs_next_id;
 	uint64_t rs_total, rs_done_bytes, rs_sent_bytes, rs_hole_bytes;
 	double rs_start, rs_rate;
@@ -237,122 +280,59 @@ struct repl {
 	double rs_rate_t;
 	uint64_t bytes_resynced_total;
 	uint64_t resyncs_completed;
+	struct {
+		bool valid, csums, full;
+		uint64_t marked, sent, equal, holes;
+		double seconds;
+	} last_rs;          /* the last resync this node finished as source */
+	struct rsctl rsctl; /* rate control of the resync we source */
+	ev_timer rs_timer;  /* the rate limit allows more later */
 
-	/* Guards. */
-	uint64_t promoted_ms;      /* wall clock of the last promotion (not persisted) */
-	struct sb_hook *sb_hooks;  /* split-brain hooks still running */
-	unsigned sb_resolved;      /* split brains a policy resolved */
-	uint64_t integrity_errors; /* payloads whose checksum did not match */
-	/* Checksum-based resync (csum.c), source side. */
+	/* ---- csum.c: checksum-based resync, source side ---- */
 	bool rs_csums;         /* this resync compares hashes first */
 	bool rs_after_crash;   /* this resync is owed to a primary that crashed */
 	struct rs_op *rs_csum; /* CSUM_REQ sent, waiting for the target's RS_REQUEST */
 	unsigned rs_csum_count;
 	uint64_t rs_payload_bytes, rs_equal_bytes;
-	struct {
-		bool valid, csums, full;
-		uint64_t marked, sent, equal, holes;
-		double seconds;
-	} last_rs; /* the last resync this node finished as source */
 
-	struct verify *vf; /* online verify and the hash responder (verify.c) */
-	/* Disk failure (diskless.c). */
+	/* ---- splitbrain.c ---- */
+	struct sb_hook *sb_hooks; /* split-brain hooks still running */
+	unsigned sb_resolved;     /* split brains a policy resolved */
+
+	/* ---- verify.c: online verify and the hash responder ---- */
+	struct verify *vf;
+
+	/* ---- diskless.c: disk failure, forwarded reads ---- */
 	char detach_reason[192];
 	struct rread rread[RREAD_SLOTS];
 	unsigned rread_count;
 	uint64_t rread_next_id;
-	struct vol_io *rread_head, *rread_tail; /* waiting for a slot */
-	uint64_t remote_reads;                  /* chunks the peer served */
-	struct rserve *rserve_wait;             /* behind overlapping applies, arrival order */
-	unsigned rserve_count;                  /* reading or waiting */
+	struct rangelock rread_wait; /* forwarded reads waiting for a slot (vio->range) */
+	uint64_t remote_reads;       /* chunks the peer served */
+	struct rserve *rserve_wait;  /* behind overlapping applies, arrival order */
+	unsigned rserve_count;       /* reading or waiting */
 
-	/* Attach (attach.c): blocks the re-attached disk still lacks, runs being pulled. */
-	struct bitmap *pull_bm;
-	struct pull_op *pulls;
-	unsigned pull_count;
+	/* ---- pull.c: hakctl attach, the re-attached disk filled from the peer ---- */
+	struct bitmap *pull_bm;   /* blocks the re-attached disk still lacks */
+	struct rangelock pulling; /* runs requested or being written */
 	uint64_t pull_cursor, pull_next_id, pull_done_bytes;
 	double pull_start;
-	struct rsctl rsctl; /* rate control of the resync we source */
-	ev_timer rs_timer;  /* the rate limit allows more later */
 };
 
-/* repl.c */
+/* repl.c, for the rest of the folder */
 void repl_log(const struct repl *r, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int repl_write_sb(struct repl *r);
+/* End the connection (why: a sentence fragment for the log, NULL at shutdown) and run the
+ * on_conn_lost hooks. */
 void repl_drop_connection(struct repl *r, const char *why);
-/* ship.c: the primary's send side */
-/* Requests held back behind a resync or attach read may go now. */
-void repl_deferred_pump(struct repl *r);
-/* A RECV_ACK, WRITE_ACK or BARRIER_ACK for slot id arrived. */
-void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status);
-/* The peer is gone: every slot without its WRITE_ACK goes into the bitmap and completes; any
- * role (a secondary sourcing a resync has slots for its barriers). */
-void ship_fail_all(struct repl *r);
-/* Requests that waited for a free slot may take one now. */
-void ship_wait_pump(struct repl *r);
-/* The peer is gone: whatever it may not have flushed goes into the bitmap. */
-void ship_unstable_lost(struct repl *r);
-void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
-/* The activity log let a held write go (err 0) or failed it. */
-void ship_al_resume(void *ctx, struct vol_io *vio, int err);
-/* Ack latency in seconds, mean or maximum: of the last complete window, or until there is one,
- * of the window being filled (0: no ack yet). */
-double ship_ack_latency(const struct repl *r, bool max);
-/* The activity log is short of slots: end the open epoch now, so its barrier ack frees them. */
-void ship_al_want_stable(void *ctx);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
 void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* This node's changes are dropped: the next connection makes it a full resync target. */
 void repl_discard_local(struct repl *r);
-
-/* splitbrain.c: split brain detected at the handshake; applies the policy (refuses, or discards
- * one side and reconnects). rule: how it was detected, lg/pg: the generation IDs for messages. */
-void splitbrain_handle(struct repl *r, bool both_primary, const char *rule, const char *lg,
-                       const char *pg);
-void splitbrain_shutdown(struct repl *r);
-
-/* apply.c: the secondary side */
-void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
-void barrier_frame(struct repl *r, uint64_t id);
-void apply_drop_waiting(struct repl *r);
-/* Forget resync runs written but not yet acknowledged: the bits stay set on both sides. */
-void apply_drop_unsynced(struct repl *r);
-/* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
- * asked is gone by then. 0, or -1 when out of memory. */
-int apply_flush(struct repl *r, void (*then)(struct repl *r, int err));
-bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len);
-
-/* attach.c */
-bool attach_overlaps(const struct repl *r, uint64_t off, uint64_t len);
-void attach_pump(struct repl *r);
-void attach_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
-void attach_abort(struct repl *r);
-
-/* resync.c */
-void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resumable,
-                  bool self_resumable);
-void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
-void resync_pump(struct repl *r);
-void resync_stop(struct repl *r);
-bool resync_overlaps(const struct repl *r, uint64_t off, uint64_t len);
-void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status);
-json_t *resync_status_json(const struct repl *r);
-void resync_send_op(struct repl *r, struct rs_op *op);
-void resync_free_op(struct rs_op *op);
-bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len);
-
-/* csum.c: checksum-based resync, source side */
-bool csum_wanted(const struct repl *r);
-int csum_start_run(struct repl *r, uint64_t off, uint32_t len);
-void csum_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
-void csum_stop(struct repl *r);
-void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
-/* The peer paused (true) or resumed its resyncs (WIRE_RS_PAUSE). */
-void resync_peer_pause(struct repl *r, bool paused);
-/* Tell the peer whether this node holds resyncs paused. */
-void resync_send_pause(struct repl *r);
+/* Whether the bitmap marks any block of [off, off+len) out of sync. */
+bool repl_range_dirty(const struct bitmap *bm, uint64_t off, uint64_t len);
 
 #endif

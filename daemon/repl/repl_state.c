@@ -12,3 +12,8 @@ enum repl_link repl_link_state(const struct repl *r)
 {
 	return r->link;
 }
+
+bool repl_peer_serves(const struct repl *r)
+{
+	return r->connected && r->peer_disk == DISK_UPTODATE && r->link == LINK_CONNECTED;
+}

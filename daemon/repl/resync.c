@@ -10,22 +10,25 @@
  *
  * Ordering: the DATA stream is one TCP stream, so what is queued first arrives first. A resync run
  * is read only when no application write to the same blocks is in flight locally, and an
- * application write that arrives while a run is being read waits (repl_submit) until the run is
+ * application write that arrives while a run is being read waits (ship_submit) until the run is
  * queued. So a resync never carries data older than a write the peer already has.
  */
-#include <endian.h>
+#include "resync.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "meta/bitmap.h"
-#include "lib/buf.h"
 #include "conf/config.h"
-#include "lib/crc32c.h"
+#include "csum.h"
 #include "ctl/events.h"
-#include "lib/log.h"
+#include "lib/buf.h"
+#include "lib/crc32c.h"
 #include "lib/endian.h"
+#include "lib/log.h"
+#include "meta/bitmap.h"
 #include "repl_int.h"
+#include "ship.h"
 #include "volume/volume.h"
 
 static void rs_free(struct rs_op *op)
@@ -283,17 +286,6 @@ static void rs_sent(struct outq_item *it, int err)
 	}
 }
 
-static void rs_remove_reading(struct repl *r, struct rs_op *op)
-{
-	for (struct rs_op **pp = &r->rs_reading; *pp; pp = &(*pp)->next) {
-		if (*pp == op) {
-			*pp = op->next;
-			op->next = NULL;
-			return;
-		}
-	}
-}
-
 static bool all_zero(const uint8_t *p, size_t n)
 {
 	static const uint8_t zero[4096];
@@ -347,20 +339,14 @@ static int rs_read(struct repl *r, struct rs_op *op)
 	op->stage = 1;
 	op->buf = buf_get(op->len);
 	if (!op->buf) {
-		rs_remove_reading(r, op);
+		rangelock_del(&op->range);
 		r->rs_inflight -= op->len;
 		rs_free(op);
 		repl_drop_connection(r, "out of memory for a resync read");
 		return -1;
 	}
-	memset(&op->io, 0, sizeof(op->io));
-	op->io.op = IO_OP_READ;
-	op->io.fd = volume_fd(r->p.vol);
-	op->io.buf = op->buf;
-	op->io.off = op->off;
-	op->io.len = op->len;
-	op->io.done = rs_io_done;
-	op->io.data = op;
+	io_req_prep(&op->io, IO_OP_READ, volume_fd(r->p.vol), op->off, op->len, op->buf, rs_io_done,
+	            op);
 	io_submit(r->p.io, &op->io);
 	return 0;
 }
@@ -376,7 +362,7 @@ static void rs_io_done(struct io_req *req)
 	if (req->res < 0) {
 		repl_log(r, LOG_LVL_ERR, "Reading %u bytes at %llu for the resync failed: %s.",
 		         op->len, (unsigned long long)op->off, strerror((int)-req->res));
-		rs_remove_reading(r, op);
+		rangelock_del(&op->range);
 		r->rs_inflight -= op->len;
 		rs_free(op);
 		repl_drop_connection(r, "the resync source cannot read its disk");
@@ -396,21 +382,18 @@ static void rs_io_done(struct io_req *req)
 			return;
 		}
 	}
-	rs_remove_reading(r, op);
+	rangelock_del(&op->range);
 	resync_send_op(r, op);
-	repl_deferred_pump(r);
+	ship_held_pump(r);
 	resync_pump(r);
 }
 
 bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len)
 {
-	for (const struct vol_io *v = r->active_writes; v; v = v->rnext)
-		if (v->off < off + len && off < v->off + v->len)
-			return true;
-	return false;
+	return rangelock_overlaps(&r->writes_active, off, len);
 }
 
-void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void resync_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
@@ -439,7 +422,7 @@ void resync_pump(struct repl *r)
 	for (unsigned guard = 0; guard < 1024 && budget > 0; guard++) {
 		uint64_t bit = bitmap_find_next_set(r->bm, r->rs_cursor);
 		if (bit >= nbits) {
-			if (r->rs_inflight == 0 && !r->rs_reading && !r->rs_sent) {
+			if (r->rs_inflight == 0 && rangelock_empty(&r->rs_reading) && !r->rs_sent) {
 				if (bitmap_count(r->bm) == 0) {
 					/* The target records the end first (gen.h: target before
 					 * source), then confirms with its own RS_DONE. */
@@ -463,7 +446,7 @@ void resync_pump(struct repl *r)
 		uint64_t last =
 		    bitmap_bit_offset(r->bm, end - 1) + bitmap_bit_length(r->bm, end - 1);
 		if (resync_overlaps_write(r, off, last - off)) {
-			/* Retried when that write completes (repl_local_done). */
+			/* Retried when that write completes (repl.on_write_done). */
 			return;
 		}
 		if (r->rs_csums) {
@@ -480,8 +463,7 @@ void resync_pump(struct repl *r)
 		op->id = ++r->rs_next_id;
 		op->off = off;
 		op->len = (uint32_t)(last - off);
-		op->next = r->rs_reading;
-		r->rs_reading = op;
+		rangelock_add(&r->rs_reading, &op->range, op->off, op->len);
 		r->rs_inflight += op->len;
 		r->rs_cursor = end;
 		rsctl_consume(&r->rsctl, op->len);
@@ -492,14 +474,11 @@ void resync_pump(struct repl *r)
 			continue;
 		}
 		uint64_t size = volume_size(r->p.vol);
-		op->io.op = IO_OP_SEEKMAP;
-		op->io.fd = volume_fd(r->p.vol);
-		op->io.off = off;
-		op->io.len = size - off > RS_SCAN_AHEAD ? RS_SCAN_AHEAD : size - off;
+		io_req_prep(&op->io, IO_OP_SEEKMAP, volume_fd(r->p.vol), off,
+		            size - off > RS_SCAN_AHEAD ? RS_SCAN_AHEAD : size - off, NULL,
+		            rs_io_done, op);
 		op->io.map = op->map;
 		op->io.map_max = 1;
-		op->io.done = rs_io_done;
-		op->io.data = op;
 		io_submit(r->p.io, &op->io);
 	}
 }
@@ -532,19 +511,11 @@ void resync_rs_ack(struct repl *r, uint64_t id, uint32_t status)
 	resync_pump(r);
 }
 
-bool resync_overlaps(const struct repl *r, uint64_t off, uint64_t len)
-{
-	for (const struct rs_op *op = r->rs_reading; op; op = op->next)
-		if (op->off < off + len && off < op->off + op->len)
-			return true;
-	return false;
-}
-
 void resync_stop(struct repl *r)
 {
-	while (r->rs_reading) {
-		struct rs_op *op = r->rs_reading;
-		r->rs_reading = op->next;
+	while (r->rs_reading.head) {
+		struct rs_op *op = range_entry(r->rs_reading.head, struct rs_op, range);
+		rangelock_del(&op->range);
 		op->orphan = true; /* freed when its read completes */
 	}
 	while (r->rs_sent) {
@@ -595,7 +566,7 @@ void resync_peer_pause(struct repl *r, bool paused)
 	resync_pump(r);
 }
 
-int repl_resync_pause(struct repl *r, bool pause, char *err, size_t errlen)
+int resync_pause(struct repl *r, bool pause, char *err, size_t errlen)
 {
 	(void)err;
 	(void)errlen;
@@ -642,4 +613,27 @@ json_t *resync_status_json(const struct repl *r)
 		json_object_update(o, ctl);
 	json_decref(ctl);
 	return o;
+}
+
+static void resync_conn_lost(void *ctx)
+{
+	resync_stop(ctx);
+}
+
+static void resync_pump_hook(void *ctx)
+{
+	struct repl *r = ctx;
+	if (r->resync_running)
+		resync_pump(r);
+}
+
+void resync_init(struct repl *r)
+{
+	rangelock_init(&r->rs_reading);
+	ev_timer_init(&r->rs_timer, resync_timer_cb, 0.1, 0.);
+	r->rs_timer.data = r;
+	rsctl_init(&r->rsctl, r->p.vcfg->resync_rate_max, r->p.vcfg->resync_rate_min,
+	           r->p.vcfg->resync_fill);
+	hooks_add(&r->on_conn_lost, CONN_LOST_RESYNC, resync_conn_lost, r, "resync");
+	hooks_add(&r->on_write_done, RANGE_FREE_RESYNC, resync_pump_hook, r, "resync");
 }

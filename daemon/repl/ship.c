@@ -5,9 +5,10 @@
  * local I/O, and completes by mode when the acks come back. Writes wait here for a free slot, for
  * the activity log, and behind resync reads of the same blocks.
  *
- * Invariant (DESIGN.md, write path step 5): a block the peer may not have is always either in
- * flight with an ack still to come (a pend slot) or set in the bitmap. On disconnect every slot
- * that has no WRITE_ACK goes into the bitmap before its request completes (ship_fail_all).
+ * Invariant (docs/architecture.md, the write path): a block the peer may not have is always
+ * either in flight with an ack still to come (a pend slot) or set in the bitmap. On disconnect
+ * every slot that has no WRITE_ACK goes into the bitmap before its request completes
+ * (ship_fail_all).
  *
  * A WRITE_ACK is not the end of it: the peer wrote through its page cache, and a power cut there
  * loses what its disk was not told to flush. So every write sent stays in the transfer log
@@ -20,16 +21,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ship.h"
+
+#include "conf/config.h"
+#include "lib/buf.h"
+#include "lib/crc32c.h"
+#include "lib/endian.h"
+#include "lib/log.h"
 #include "meta/al_io.h"
 #include "meta/bitmap.h"
-#include "lib/buf.h"
-#include "conf/config.h"
-#include "lib/crc32c.h"
-#include "lib/log.h"
-#include "lib/endian.h"
 #include "repl_int.h"
+#include "resync.h"
 #include "verify.h"
-#include "volume/volume.h"
+#include "volume/req.h"
 
 static struct pend *pend_of(struct repl *r, uint64_t id)
 {
@@ -144,7 +148,7 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	if (r->mode == MODE_ASYNC && p->type != WIRE_BARRIER)
 		r->async_bytes += p->len;
 	/* A diskless primary has no local copy: even in async mode the write waits for the peer. */
-	bool local_copy = r->mode == MODE_ASYNC && p->type != WIRE_BARRIER && !vio->remote_only;
+	bool local_copy = r->mode == MODE_ASYNC && p->type != WIRE_BARRIER && !req_remote_only(vio);
 	if (local_copy) {
 		/* The client is answered before the peer has the data: keep our own copy. */
 		if (p->type == WIRE_DATA) {
@@ -155,7 +159,6 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 		p->vio = NULL;
 	} else {
 		p->vio = vio;
-		vio->peer_wait = true;
 	}
 	if (p->type == WIRE_BARRIER)
 		p->tl_seq = tlog_barrier(&r->tl);
@@ -164,8 +167,11 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 		if (p->type != WIRE_BARRIER)
 			bitmap_set_range(r->bm, p->off, p->len);
 		p->vio = NULL;
-		vio->peer_wait = false;
-	} else if (p->type != WIRE_BARRIER && !(vio->flags & VOL_F_FUA) && !vio->remote_only) {
+		return true;
+	}
+	if (p->vio)
+		req_mod(vio, REQ_SENT, 0);
+	if (p->type != WIRE_BARRIER && !(vio->flags & VOL_F_FUA) && !req_remote_only(vio)) {
 		/* A FUA write is on the peer's disk when acknowledged; a diskless primary's writes
 		 * exist only on the peer, so no bitmap here could bring them back. */
 		ship_log_range(r, p->off, p->len);
@@ -216,7 +222,7 @@ static void ship_log_range(struct repl *r, uint64_t off, uint64_t len)
 	}
 }
 
-void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void ship_epoch_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
 	(void)revents;
@@ -241,7 +247,8 @@ static void unstable_mark(void *ctx, uint64_t off, uint64_t len)
 	u->bytes += len;
 }
 
-void ship_unstable_lost(struct repl *r)
+/* The peer is gone: whatever it may not have flushed goes into the bitmap. */
+static void ship_unstable_lost(struct repl *r)
 {
 	struct unstable_sum u = {.r = r};
 	tlog_drain(&r->tl, unstable_mark, &u);
@@ -271,26 +278,25 @@ static void pend_release(struct repl *r, struct pend *p)
 	r->pend_count--;
 }
 
-void ship_wait_pump(struct repl *r)
+/* Requests that waited for a free slot may take one now (or, with the peer gone, go into the
+ * bitmap). */
+static void ship_slot_pump(struct repl *r)
 {
-	while (r->wait_head) {
-		struct vol_io *vio = r->wait_head;
+	while (r->slot_wait.head) {
+		struct range *e = r->slot_wait.head;
+		struct vol_io *vio = range_entry(e, struct vol_io, range);
 		if (replicating(r) && !pend_start(r, vio))
 			return;
-		r->wait_head = vio->rnext;
-		if (!r->wait_head)
-			r->wait_tail = NULL;
-		vio->rnext = NULL;
+		rangelock_del(e);
 		if (!replicating(r)) {
 			if (vio->op != VOL_FLUSH)
 				bitmap_set_range(r->bm, vio->off, vio->len);
 		} else if (vio->op != VOL_FLUSH) {
 			/* Its local write starts now: resync and verify reads must wait for it. */
-			vio->rnext = r->active_writes;
-			r->active_writes = vio;
+			rangelock_add(&r->writes_active, e, vio->off, vio->len);
 			verify_note_write(r, vio->off, vio->len);
 		}
-		volume_resume(vio);
+		req_mod(vio, REQ_RESUME, 0);
 	}
 }
 
@@ -300,23 +306,16 @@ void ship_al_want_stable(void *ctx)
 }
 
 /* An activity-log transaction made vio's extents hot (or failed). */
-void ship_al_resume(void *ctx, struct vol_io *vio, int err)
+void ship_al_resume(void *ctx, struct range *w, int err)
 {
-	struct repl *r = ctx;
+	struct vol_io *vio = range_entry(w, struct vol_io, range);
 	if (err) {
-		volume_fail(vio, err);
+		req_mod(vio, REQ_FAIL, err);
 		return;
 	}
-	if (repl_submit(r, vio) == 0)
-		volume_resume(vio);
-}
-
-static bool list_overlaps(const struct vol_io *list, uint64_t off, uint64_t len)
-{
-	for (const struct vol_io *v = list; v; v = v->rnext)
-		if (off < v->off + v->len && v->off < off + len)
-			return true;
-	return false;
+	vio->al_held = true;
+	if (ship_submit(ctx, vio) == 0)
+		req_mod(vio, REQ_RESUME, 0);
 }
 
 /*
@@ -326,40 +325,31 @@ static bool list_overlaps(const struct vol_io *list, uint64_t off, uint64_t len)
  * order on the local disk, while the peer applies them in arrival order, so the copies could
  * silently differ (DRBD waits for conflicting writes the same way).
  */
-static bool submit_blocked(struct repl *r, const struct vol_io *vio)
+static bool submit_blocked(struct repl *r, uint64_t off, uint64_t len)
 {
-	return resync_overlaps(r, vio->off, vio->len) || attach_overlaps(r, vio->off, vio->len) ||
-	       (replicating(r) && list_overlaps(r->active_writes, vio->off, vio->len)) ||
-	       list_overlaps(r->deferred, vio->off, vio->len);
+	return rangelock_overlaps(&r->rs_reading, off, len) ||
+	       rangelock_overlaps(&r->pulling, off, len) ||
+	       (replicating(r) && rangelock_overlaps(&r->writes_active, off, len)) ||
+	       rangelock_overlaps(&r->writes_held, off, len);
 }
 
-static void defer_push(struct repl *r, struct vol_io *vio)
+int ship_submit(void *ctx, struct vol_io *vio)
 {
-	vio->rnext = NULL;
-	if (r->deferred_tail)
-		r->deferred_tail->rnext = vio;
-	else
-		r->deferred = vio;
-	r->deferred_tail = vio;
-}
-
-int repl_submit(struct repl *r, struct vol_io *vio)
-{
+	struct repl *r = ctx;
 	vio->rid = UINT64_MAX;
-	vio->rnext = NULL;
 	if (r->alio && vio->op != VOL_FLUSH && !vio->al_held) {
-		if (al_io_gate(r->alio, vio) == 0)
+		if (al_io_gate(r->alio, &vio->range, vio->off, vio->len) == 0)
 			return 1;
+		vio->al_held = true;
 	}
 	if (vio->op != VOL_FLUSH)
 		verify_note_write(r, vio->off, vio->len);
-	if (vio->op != VOL_FLUSH && submit_blocked(r, vio)) {
-		defer_push(r, vio);
+	if (vio->op != VOL_FLUSH && submit_blocked(r, vio->off, vio->len)) {
+		rangelock_add(&r->writes_held, &vio->range, vio->off, vio->len);
 		return 1;
 	}
 	if (vio->op != VOL_FLUSH) {
-		vio->rnext = r->active_writes;
-		r->active_writes = vio;
+		rangelock_add(&r->writes_active, &vio->range, vio->off, vio->len);
 		rsctl_app_write(&r->rsctl, ev_now(r->p.loop));
 	}
 	if (r->mode == MODE_ASYNC && replicating(r) && r->async_bytes >= r->p.vcfg->async_buffer) {
@@ -379,71 +369,64 @@ int repl_submit(struct repl *r, struct vol_io *vio)
 			bitmap_set_range(r->bm, vio->off, vio->len);
 		return 0;
 	}
-	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC && !vio->remote_only)
+	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC && !req_remote_only(vio))
 		return 0; /* async: a flush is local; the peer flushes at its own barriers */
-	if (r->wait_head || !pend_start(r, vio)) {
+	if (r->slot_wait.head || !pend_start(r, vio)) {
 		/* Out of slots: backpressure on the client. Keep it off the active list until it
 		 * is really started. */
-		if (vio->op != VOL_FLUSH)
-			r->active_writes = vio->rnext;
-		vio->rnext = NULL;
-		if (r->wait_tail)
-			r->wait_tail->rnext = vio;
-		else
-			r->wait_head = vio;
-		r->wait_tail = vio;
+		rangelock_del(&vio->range);
+		rangelock_add(&r->slot_wait, &vio->range, vio->off, vio->len);
 		return 1;
 	}
 	return 0;
 }
 
-static void active_remove(struct repl *r, struct vol_io *vio)
+void ship_local_done(void *ctx, struct vol_io *vio)
 {
-	for (struct vol_io **pp = &r->active_writes; *pp; pp = &(*pp)->rnext) {
-		if (*pp == vio) {
-			*pp = vio->rnext;
-			vio->rnext = NULL;
-			return;
-		}
-	}
-}
-
-void repl_local_done(struct repl *r, struct vol_io *vio)
-{
+	struct repl *r = ctx;
 	if (vio->al_held) {
 		vio->al_held = false;
 		al_io_put(r->alio, vio->off, vio->len);
 	}
 	if (vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO) {
-		active_remove(r, vio);
-		if (r->deferred)
-			repl_deferred_pump(r);
-		if (r->resync_running)
-			resync_pump(r);
-		verify_pump(r);
-		if (r->pull_bm)
-			attach_pump(r);
+		rangelock_del(&vio->range); /* writes_active, if it got there */
+		hooks_run(&r->on_write_done);
 	}
 }
 
 /* Requests held back may go now if nothing overlaps any more, in arrival order. */
-void repl_deferred_pump(struct repl *r)
+void ship_held_pump(struct repl *r)
 {
-	struct vol_io *list = r->deferred;
+	struct rangelock list;
 
-	r->deferred = r->deferred_tail = NULL;
-	while (list) {
-		struct vol_io *vio = list;
-		list = vio->rnext;
-		/* the ones kept so far are back in r->deferred: a later overlapping write stays
+	if (rangelock_empty(&r->writes_held))
+		return;
+	/* Taken out first: ship_submit may end the connection, whose hooks run this pump again,
+	 * and that inner run must see only the ones kept so far. */
+	rangelock_init(&list);
+	while (r->writes_held.head) {
+		struct range *e = r->writes_held.head;
+		rangelock_del(e);
+		rangelock_add(&list, e, e->off, e->len);
+	}
+	while (list.head) {
+		struct range *e = list.head;
+		struct vol_io *vio = range_entry(e, struct vol_io, range);
+		rangelock_del(e);
+		/* the ones kept so far are back in writes_held: a later overlapping write stays
 		 * behind them */
-		if (submit_blocked(r, vio)) {
-			defer_push(r, vio);
+		if (submit_blocked(r, vio->off, vio->len)) {
+			rangelock_add(&r->writes_held, e, vio->off, vio->len);
 			continue;
 		}
-		if (repl_submit(r, vio) == 0)
-			volume_resume(vio);
+		if (ship_submit(r, vio) == 0)
+			req_mod(vio, REQ_RESUME, 0);
 	}
+}
+
+static void ship_held_pump_hook(void *ctx)
+{
+	ship_held_pump(ctx);
 }
 
 static void ack_latency_add(struct repl *r, double lat)
@@ -481,10 +464,10 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		return;
 	}
 	if (type == WIRE_RECV_ACK) {
-		if (r->mode == MODE_MEMSYNC && p->vio && !p->vio->remote_only) {
+		if (r->mode == MODE_MEMSYNC && p->vio && !req_remote_only(p->vio)) {
 			struct vol_io *vio = p->vio;
 			p->vio = NULL;
-			volume_peer_done(vio);
+			req_mod(vio, REQ_RECEIVED, 0);
 		}
 		return;
 	}
@@ -513,21 +496,20 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 	struct vol_io *vio = p->vio;
 	p->vio = NULL;
 	pend_release(r, p);
-	if (vio) {
-		vio->peer_acked = status == 0;
-		volume_peer_done(vio);
-	}
-	ship_wait_pump(r);
+	if (vio)
+		req_mod(vio, REQ_ACKED, status ? EIO : 0);
+	ship_slot_pump(r);
 	if (epoch_due(r))
 		ship_epoch_close(r); /* it found no slot when the epoch filled up */
 }
 
-void repl_adopt(struct repl *r, struct vol_io *vio)
+void ship_adopt(void *ctx, struct vol_io *vio)
 {
+	struct repl *r = ctx;
 	if (vio->rid == UINT64_MAX) {
 		/* Never sent: an async flush (local only until now) gets its barrier; a write the
-		 * peer never saw is lost with the disk (peer_acked stays false: EIO). */
-		if (vio->op == VOL_FLUSH && replicating(r) && !r->wait_head)
+		 * peer never saw is lost with the disk (the peer never confirms it: EIO). */
+		if (vio->op == VOL_FLUSH && replicating(r) && !r->slot_wait.head)
 			pend_start(r, vio);
 		return;
 	}
@@ -536,22 +518,20 @@ void repl_adopt(struct repl *r, struct vol_io *vio)
 		/* Still unacknowledged: wait for the peer's write, not for its receipt. */
 		if (p->vio != vio) {
 			p->vio = vio;
-			vio->peer_wait = true;
+			req_mod(vio, REQ_SENT, 0);
 		}
 		return;
 	}
 	/* The slot is gone: acknowledged, or failed into the bitmap when the link dropped. A
 	 * clear bitmap range means the peer has it. */
-	if (!vio->peer_acked && vio->op != VOL_FLUSH && vio->len > 0) {
-		uint32_t bs = r->sb.bitmap_block_size;
-		uint64_t first = vio->off / bs, last = (vio->off + vio->len - 1) / bs;
-		vio->peer_acked = bitmap_find_next_set(r->bm, first) > last;
-	}
+	if (!req_peer_ok(vio) && vio->op != VOL_FLUSH && vio->len > 0 &&
+	    !repl_range_dirty(r->bm, vio->off, vio->len))
+		req_mod(vio, REQ_PEER_HAS, 0);
 }
 
 /* The peer is gone: everything it did not confirm goes into the bitmap, waiters complete, every
  * slot is free again (our own barriers' too). */
-void ship_fail_all(struct repl *r)
+static void ship_fail_all(struct repl *r)
 {
 	r->auto_barriers = 0;
 	for (unsigned i = 0; i < PEND_SLOTS; i++) {
@@ -564,7 +544,30 @@ void ship_fail_all(struct repl *r)
 		p->vio = NULL;
 		pend_release(r, p);
 		if (vio)
-			volume_peer_done(vio);
+			req_mod(vio, REQ_PEER_LOST, 0);
 	}
 	r->async_bytes = 0;
+}
+
+static void ship_conn_lost(void *ctx)
+{
+	struct repl *r = ctx;
+	ship_unstable_lost(r);
+	/* Not only a primary's: a secondary that sources a resync holds slots for its barriers. */
+	ship_fail_all(r);
+	if (r->role == ROLE_PRIMARY)
+		ship_slot_pump(r);
+}
+
+void ship_init(struct repl *r)
+{
+	rangelock_init(&r->slot_wait);
+	rangelock_init(&r->writes_held);
+	rangelock_init(&r->writes_active);
+	r->next_id = 1;
+	ev_timer_init(&r->epoch_timer, ship_epoch_timer_cb, EPOCH_MAX_AGE, 0.);
+	r->epoch_timer.data = r;
+	hooks_add(&r->on_conn_lost, CONN_LOST_SHIP, ship_conn_lost, r, "ship");
+	hooks_add(&r->on_conn_lost, CONN_LOST_HELD_WRITES, ship_held_pump_hook, r, "held writes");
+	hooks_add(&r->on_write_done, RANGE_FREE_HELD_WRITES, ship_held_pump_hook, r, "held writes");
 }

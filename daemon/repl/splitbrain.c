@@ -23,6 +23,7 @@
 #include "ctl/events.h"
 #include "lib/log.h"
 #include "repl_int.h"
+#include "splitbrain.h"
 
 extern char **environ;
 

@@ -11,6 +11,7 @@
 #include "ctl/events.h"
 #include "transport/hashrun.h"
 #include "lib/log.h"
+#include "apply.h"
 #include "repl_int.h"
 #include "volume/volume.h"
 
@@ -66,12 +67,25 @@ static void hreq_read(struct hreq *q);
 static void run_read(struct vrun *run);
 static void driver_stop(struct verify *v);
 
+static void verify_conn_lost(void *ctx)
+{
+	verify_stop(ctx);
+}
+
+static void verify_pump_hook(void *ctx)
+{
+	verify_pump(ctx);
+}
+
 int verify_create(struct repl *r)
 {
 	r->vf = calloc(1, sizeof(*r->vf));
 	if (!r->vf)
 		return -1;
 	r->vf->r = r;
+	hooks_add(&r->on_conn_lost, CONN_LOST_VERIFY, verify_conn_lost, r, "verify");
+	hooks_add(&r->on_write_done, RANGE_FREE_VERIFY, verify_pump_hook, r, "verify");
+	hooks_add(&r->on_apply_done, RANGE_FREE_VERIFY, verify_pump_hook, r, "verify");
 	return 0;
 }
 
@@ -89,24 +103,10 @@ bool verify_running(const struct repl *r)
 	return r->vf && r->vf->running;
 }
 
-static bool overlap(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
-{
-	return a < b + blen && b < a + alen;
-}
-
 /* A write to these blocks is in flight on this node: a read now could see half of it. */
 static bool writes_in_flight(const struct repl *r, uint64_t off, uint64_t len)
 {
-	for (const struct vol_io *w = r->active_writes; w; w = w->rnext)
-		if (overlap(w->off, w->len, off, len))
-			return true;
-	for (const struct apply *a = r->applies; a; a = a->next)
-		if (overlap(a->off, a->len, off, len))
-			return true;
-	for (const struct apply *a = r->apply_wait; a; a = a->next)
-		if (overlap(a->off, a->len, off, len))
-			return true;
-	return false;
+	return rangelock_overlaps(&r->writes_active, off, len) || apply_overlaps(r, off, len);
 }
 
 static uint64_t block_mask(uint32_t n)
@@ -223,14 +223,8 @@ static void run_read(struct vrun *run)
 		return;
 	}
 	run->stage = RUN_READING;
-	memset(&run->io, 0, sizeof(run->io));
-	run->io.op = IO_OP_READ;
-	run->io.fd = volume_fd(r->p.vol);
-	run->io.buf = run->buf;
-	run->io.off = run->off;
-	run->io.len = run->len;
-	run->io.done = run_read_done;
-	run->io.data = run;
+	io_req_prep(&run->io, IO_OP_READ, volume_fd(r->p.vol), run->off, run->len, run->buf,
+	            run_read_done, run);
 	io_submit(r->p.io, &run->io);
 }
 
@@ -423,14 +417,8 @@ static void hreq_read(struct hreq *q)
 	if (!q->buf)
 		return; /* retried by the next pump */
 	q->reading = true;
-	memset(&q->io, 0, sizeof(q->io));
-	q->io.op = IO_OP_READ;
-	q->io.fd = volume_fd(r->p.vol);
-	q->io.buf = q->buf;
-	q->io.off = q->run.off;
-	q->io.len = q->run.len;
-	q->io.done = hreq_read_done;
-	q->io.data = q;
+	io_req_prep(&q->io, IO_OP_READ, volume_fd(r->p.vol), q->run.off, q->run.len, q->buf,
+	            hreq_read_done, q);
 	io_submit(r->p.io, &q->io);
 }
 
@@ -491,7 +479,7 @@ void verify_note_write(struct repl *r, uint64_t off, uint64_t len)
 	if (!v || !v->running)
 		return;
 	for (struct vrun *run = v->runs; run; run = run->next) {
-		if (!overlap(run->off, run->len, off, len))
+		if (!range_overlaps(run->off, run->len, off, len))
 			continue;
 		uint64_t a = off > run->off ? off : run->off;
 		uint64_t e = off + len < run->off + run->len ? off + len : run->off + run->len;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -11,30 +12,13 @@
 #include <unistd.h>
 
 #include "conf/config.h"
-#include "repl/diskless.h"
+#include "diskerr.h"
+#include "lib/clock.h"
 #include "lib/log.h"
-#include "repl/repl.h"
+#include "req.h"
+#include "volume_int.h"
 
 #define ZERO_CHUNK (1u << 20)
-
-struct volume {
-	const struct hak_volume_cfg *cfg;
-	struct io_engine *io;
-	int fd;
-	uint64_t size;
-	bool blockdev;
-	struct vol_stats st;
-	struct repl *repl;
-	bool diskless;            /* detached: no local I/O, everything through the peer */
-	int stale_fd;             /* the detached backing store's fd, closed at attach or close */
-	int bulk_fd;              /* O_DIRECT twin of fd for resync writes, or -1 */
-	int stale_bulk_fd;        /* bulk_fd of the detached backing store, as stale_fd */
-	bool bulk_off;            /* the backing store refused an aligned direct write */
-	double passon_log;        /* rate limit of pass-on error lines */
-	bool frozen;              /* the cluster manager holds new writes (lost quorum) */
-	bool failing;             /* ... or fails them: volume_fail_writes() */
-	struct vol_io *fq, **fqt; /* held writes, in arrival order */
-};
 
 /* Shared by every volume for the write-zeroes fallback; never written to. */
 static void *zero_buf;
@@ -91,7 +75,6 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 	if (fstat(v->fd, &sb) < 0)
 		goto out;
 	if (S_ISBLK(sb.st_mode)) {
-		v->blockdev = true;
 		if (ioctl(v->fd, BLKGETSIZE64, &v->size) < 0) {
 			log_vol(LOG_LVL_ERR, cfg->name, NULL,
 			        "Cannot read the size of block device %s: %s.", cfg->backing,
@@ -108,6 +91,7 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 		goto out;
 	}
 	v->bulk_fd = vol_open_bulk(cfg);
+	rangelock_init(&v->frozen_q);
 	*out = v;
 	v = NULL;
 	rc = 0;
@@ -143,62 +127,6 @@ int volume_close(struct volume *vol)
 	return rc;
 }
 
-static bool vol_is_write(const struct vol_io *vio)
-{
-	return vio->op == VOL_WRITE || vio->op == VOL_TRIM || vio->op == VOL_ZERO ||
-	       vio->op == VOL_FLUSH;
-}
-
-static void vol_finish(struct vol_io *vio)
-{
-	struct volume *v = vio->vol;
-	int err = vio->local_err;
-	/* Without a local disk a write exists only where the peer confirmed it. */
-	if (vio->remote_only && vol_is_write(vio))
-		err = vio->peer_acked ? 0 : EIO;
-	/* Stepping down without quorum: a write the peer may be promoted without is no success. */
-	if (v->failing && v->repl && vol_is_write(vio) && !vio->peer_acked)
-		err = EIO;
-	vio->err = err;
-	v->st.in_flight--;
-	if (err)
-		v->st.errors++;
-	else if (vio->op == VOL_READ)
-		v->st.bytes_read += vio->len;
-	else if (vio->op == VOL_WRITE)
-		v->st.bytes_written += vio->len;
-	vio->done(vio);
-}
-
-static bool vol_disk_error(struct vol_io *vio, int err);
-
-static void vol_complete(struct vol_io *vio, int err)
-{
-	/* Errors of the backing store (not of the peer: remote reads are remote_only reads). */
-	if (err && (!vio->remote_only || vol_is_write(vio)) && vol_disk_error(vio, err))
-		return; /* continues through the peer */
-	if (vio->vol->diskless && vol_is_write(vio) && !vio->remote_only) {
-		/* Finished locally after the detach: the local disk no longer counts. */
-		vio->remote_only = true;
-		repl_adopt(vio->vol->repl, vio);
-	}
-	vio->local_done = true;
-	vio->local_err = err;
-	if (vio->vol->repl)
-		repl_local_done(vio->vol->repl, vio);
-	if (!vio->peer_wait)
-		vol_finish(vio);
-}
-
-void volume_peer_done(struct vol_io *vio)
-{
-	if (!vio->peer_wait)
-		return;
-	vio->peer_wait = false;
-	if (vio->local_done)
-		vol_finish(vio);
-}
-
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
                       unsigned flags);
 
@@ -209,7 +137,7 @@ static void vol_fua_or_done(struct vol_io *vio)
 		vol_issue(vio, IO_OP_FDATASYNC, 0, 0, NULL, 0);
 		return;
 	}
-	vol_complete(vio, 0);
+	req_mod(vio, REQ_LOCAL_DONE, 0);
 }
 
 static void vol_write_zeroes_next(struct vol_io *vio)
@@ -232,7 +160,7 @@ static void vol_zero_done(struct vol_io *vio, int64_t res)
 
 	if (vio->stage == ST_WRITE_ZEROES) {
 		if (res < 0)
-			vol_complete(vio, (int)-res);
+			req_mod(vio, REQ_LOCAL_DONE, (int)-res);
 		else
 			vol_write_zeroes_next(vio);
 		return;
@@ -242,7 +170,7 @@ static void vol_zero_done(struct vol_io *vio, int64_t res)
 		return;
 	}
 	if (!unsupported) {
-		vol_complete(vio, (int)-res);
+		req_mod(vio, REQ_LOCAL_DONE, (int)-res);
 		return;
 	}
 	if (vio->op == VOL_TRIM) {
@@ -256,7 +184,7 @@ static void vol_zero_done(struct vol_io *vio, int64_t res)
 		return;
 	}
 	if (vio->flags & VOL_F_FAST_ZERO) {
-		vol_complete(vio, ENOTSUP);
+		req_mod(vio, REQ_LOCAL_DONE, ENOTSUP);
 		return;
 	}
 	vio->zero_pos = vio->off;
@@ -268,7 +196,7 @@ static void vol_io_done(struct io_req *req)
 	struct vol_io *vio = req->data;
 
 	if (vio->stage == ST_FUA_SYNC) {
-		vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+		req_mod(vio, REQ_LOCAL_DONE, req->res < 0 ? (int)-req->res : 0);
 		return;
 	}
 	switch (vio->op) {
@@ -282,44 +210,38 @@ static void vol_io_done(struct io_req *req)
 	default:
 		break;
 	}
-	vol_complete(vio, req->res < 0 ? (int)-req->res : 0);
+	req_mod(vio, REQ_LOCAL_DONE, req->res < 0 ? (int)-req->res : 0);
 }
 
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
                       unsigned flags)
 {
 	struct io_req *r = &vio->io;
-	memset(r, 0, sizeof(*r));
-	r->op = op;
+	io_req_prep(r, op, vio->vol->fd, off, len, buf, vol_io_done, vio);
 	r->flags = flags;
-	r->fd = vio->vol->fd;
-	r->off = off;
-	r->len = len;
-	r->buf = buf;
 	r->map = vio->map;
 	r->map_max = vio->map_max;
 	if (!vio->vol->cfg->direct_io)
 		r->flags |= IO_F_BUFFERED;
-	r->done = vol_io_done;
-	r->data = vio;
 	if (io_submit(vio->vol->io, r) < 0) {
 		/* io_submit only fails on a programming error (bad op); report it as EIO. */
 		log_vol(LOG_LVL_ERR, vio->vol->cfg->name, NULL,
 		        "The I/O engine refused operation %d: %s.", (int)op, strerror(errno));
 		r->res = -EIO;
-		vol_complete(vio, EIO);
+		req_mod(vio, REQ_LOCAL_DONE, EIO);
 	}
 }
 
-/* The request of a detached volume: no local I/O. */
+/* The request of a detached volume, or a read of blocks a re-attached disk lacks: no local I/O.
+ */
 static void vol_redirect(struct vol_io *vio)
 {
 	struct volume *v = vio->vol;
-	vio->remote_only = true;
+	vio->rq |= RQ_REMOTE | RQ_LOCAL;
 	switch (vio->op) {
 	case VOL_READ:
-		if (repl_remote_read(v->repl, vio) < 0)
-			vol_complete(vio, EIO);
+		if (v->repl->remote_read(v->repl_ctx, vio) < 0)
+			req_mod(vio, REQ_LOCAL_DONE, EIO);
 		return;
 	case VOL_BLOCK_STATUS:
 		/* The peer's allocation is unknown here: report data, never a false hole. */
@@ -328,26 +250,27 @@ static void vol_redirect(struct vol_io *vio)
 			vio->map[0].hole = 0;
 		}
 		vio->map_count = vio->map_max ? 1 : 0;
-		vol_complete(vio, 0);
+		req_mod(vio, REQ_LOCAL_DONE, 0);
 		return;
 	case VOL_CACHE:
-		vol_complete(vio, 0);
+		req_mod(vio, REQ_LOCAL_DONE, 0);
 		return;
 	default:
-		repl_adopt(v->repl, vio);
-		vol_complete(vio, 0);
+		v->repl->adopt(v->repl_ctx, vio);
+		req_mod(vio, REQ_LOCAL_DONE, 0);
 		return;
 	}
 }
 
-static void vol_start(struct vol_io *vio)
+void vol_local_start(struct vol_io *vio)
 {
 	struct volume *v = vio->vol;
 	if (v->diskless || ((vio->op == VOL_READ || vio->op == VOL_BLOCK_STATUS) && v->repl &&
-	                    repl_local_stale(v->repl, vio->off, vio->len))) {
+	                    v->repl->local_stale(v->repl_ctx, vio->off, vio->len))) {
 		vol_redirect(vio);
 		return;
 	}
+	vio->rq |= RQ_LOCAL;
 	switch (vio->op) {
 	case VOL_READ:
 		vol_issue(vio, IO_OP_READ, vio->off, vio->len, vio->buf, 0);
@@ -377,18 +300,6 @@ static void vol_start(struct vol_io *vio)
 	}
 }
 
-void volume_resume(struct vol_io *vio)
-{
-	vol_start(vio);
-}
-
-void volume_fail(struct vol_io *vio, int err)
-{
-	vol_complete(vio, err);
-}
-
-static void vol_go(struct volume *vol, struct vol_io *vio);
-
 int volume_submit(struct volume *vol, struct vol_io *vio)
 {
 	if ((unsigned)vio->op >= VOL_OP__COUNT) {
@@ -396,34 +307,7 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 		return -1;
 	}
 	vio->vol = vol;
-	vio->err = 0;
-	vio->stage = ST_MAIN;
-	vio->local_done = false;
-	vio->peer_wait = false;
-	vio->al_held = false;
-	vio->local_err = 0;
-	/* While an attached disk resyncs it is no copy yet: writes count once the peer has them. */
-	vio->remote_only = vol->diskless || (vol->repl && repl_attaching(vol->repl));
-	vio->peer_acked = false;
-	vio->rr_pending = 0;
-	vio->rr_err = 0;
-	vol->st.ops[vio->op]++;
-	vol->st.in_flight++;
-	if (vol->failing && vol_is_write(vio)) {
-		vio->local_err = EIO;
-		vol_finish(vio);
-		return 0;
-	}
-	if (vol->frozen && vio->op != VOL_READ && vio->op != VOL_CACHE &&
-	    vio->op != VOL_BLOCK_STATUS) {
-		vio->fnext = NULL;
-		if (!vol->fq)
-			vol->fqt = &vol->fq;
-		*vol->fqt = vio;
-		vol->fqt = &vio->fnext;
-		return 0;
-	}
-	vol_go(vol, vio);
+	req_mod(vio, REQ_SUBMIT, 0);
 	return 0;
 }
 
@@ -432,10 +316,10 @@ void volume_freeze(struct volume *vol, bool frozen)
 	vol->frozen = frozen;
 	vol->failing = false;
 	/* each held write goes on exactly as if it had arrived now */
-	while (!vol->frozen && vol->fq) {
-		struct vol_io *vio = vol->fq;
-		vol->fq = vio->fnext;
-		vol_go(vol, vio);
+	while (!vol->frozen && vol->frozen_q.head) {
+		struct range *e = vol->frozen_q.head;
+		rangelock_del(e);
+		req_mod(range_entry(e, struct vol_io, range), REQ_UNFREEZE, 0);
 	}
 }
 
@@ -447,11 +331,10 @@ bool volume_frozen(const struct volume *vol)
 void volume_fail_writes(struct volume *vol)
 {
 	vol->frozen = vol->failing = true;
-	while (vol->fq) {
-		struct vol_io *vio = vol->fq;
-		vol->fq = vio->fnext;
-		vio->local_err = EIO;
-		vol_finish(vio);
+	while (vol->frozen_q.head) {
+		struct range *e = vol->frozen_q.head;
+		rangelock_del(e);
+		req_mod(range_entry(e, struct vol_io, range), REQ_FAIL, EIO);
 	}
 }
 
@@ -460,32 +343,22 @@ bool volume_failing(const struct volume *vol)
 	return vol->failing;
 }
 
-static void vol_go(struct volume *vol, struct vol_io *vio)
-{
-	/* Replication first: it may hold the request back (a resync of the same blocks is being
-	 * read) or make its completion wait for the peer. */
-	if (vol->repl && vio->op != VOL_READ && vio->op != VOL_CACHE &&
-	    vio->op != VOL_BLOCK_STATUS && repl_submit(vol->repl, vio) > 0)
-		return;
-	vol_start(vio);
-}
-
 /*
  * A request of the backing store failed with err. Returns true when the volume detached (or was
  * detached already) and the request goes on through the peer; false when the error goes to the
  * client (pass-on, no peer, or not a disk failure).
  */
-static bool vol_disk_error(struct vol_io *vio, int err)
+bool vol_disk_error(struct vol_io *vio, int err)
 {
 	struct volume *v = vio->vol;
 	const struct hak_volume_cfg *c = v->cfg;
 	static const char *const ops[] = {"read", "write", "flush",       "trim",
 	                                  "zero", "cache", "block-status"};
-	if (!diskless_is_disk_error(err))
+	if (!diskerr_is_disk_error(err))
 		return false;
 	bool detach = v->repl && c->on_io_error == HAK_IOERR_DETACH;
 	if (!v->diskless) {
-		double now = diskless_now();
+		double now = clock_mono();
 		if (detach || now - v->passon_log >= 1.0) {
 			log_vol(LOG_LVL_ERR, c->name, NULL,
 			        "The backing store %s failed a %s of %llu bytes at %llu: %s; %s.",
@@ -494,13 +367,13 @@ static bool vol_disk_error(struct vol_io *vio, int err)
 			        detach ? "detaching it (on-io-error detach)"
 			               : "returning the error to the client (on-io-error pass-on)");
 			v->passon_log = now;
-			diskless_hook_run(c, ops[vio->op], err, detach ? "detach" : "pass-on");
+			diskerr_hook_run(c, ops[vio->op], err, detach ? "detach" : "pass-on");
 		}
 		if (!detach)
 			return false;
 		char why[160];
 		snprintf(why, sizeof(why), "%s error %s at offset %llu", ops[vio->op],
-		         diskless_errno_name(err), (unsigned long long)vio->off);
+		         diskerr_errno_name(err), (unsigned long long)vio->off);
 		volume_detach(v, err, why);
 	}
 	vol_redirect(vio);
@@ -517,7 +390,7 @@ int volume_detach(struct volume *vol, int err, const char *why)
 		return -1;
 	}
 	vol->diskless = true;
-	repl_detached(vol->repl, why);
+	vol->repl->detached(vol->repl_ctx, why);
 	return 0;
 }
 
@@ -551,19 +424,10 @@ bool volume_diskless(const struct volume *vol)
 	return vol->diskless;
 }
 
-void volume_remote_read_done(struct vol_io *vio, int err)
+void volume_set_repl(struct volume *vol, const struct vol_repl_ops *ops, void *ctx)
 {
-	vol_complete(vio, err);
-}
-
-void volume_set_repl(struct volume *vol, struct repl *r)
-{
-	vol->repl = r;
-}
-
-struct repl *volume_repl(const struct volume *vol)
-{
-	return vol->repl;
+	vol->repl = ops;
+	vol->repl_ctx = ctx;
 }
 
 int volume_fd(const struct volume *vol)
@@ -602,9 +466,9 @@ uint64_t volume_size(const struct volume *vol)
 	return vol->size;
 }
 
-bool volume_is_blockdev(const struct volume *vol)
+bool volume_buffered(const struct volume *vol)
 {
-	return vol->blockdev;
+	return !vol->cfg->direct_io;
 }
 
 const struct hak_volume_cfg *volume_cfg(const struct volume *vol)

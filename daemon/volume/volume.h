@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The data path of one volume: NBD requests become volume operations here, and this module
- * decides how they complete. Today that is the local backing store only; replication hooks in
- * here, so nbd.c never needs to know whether a write is replicated.
+ * The data path of one volume: NBD requests become volume requests here (struct vol_io), and
+ * this folder moves each one through its life until it is answered (req.h). The local backing
+ * store is the volume's own business; replication plugs in through one small interface that it
+ * fills in (struct vol_repl_ops), so nbd/ never knows whether a write is replicated and volume/
+ * never includes anything of repl/.
  */
 #ifndef HAK_VOLUME_H
 #define HAK_VOLUME_H
@@ -11,6 +13,7 @@
 #include <stdint.h>
 
 #include "io/io.h"
+#include "lib/rangelock.h"
 
 struct volume;
 struct hak_volume_cfg;
@@ -43,25 +46,28 @@ struct vol_io {
 	void (*done)(struct vol_io *vio);
 	void *data;
 
-	/* Private to volume.c and repl.c. */
+	/* Private to volume/ (the request's life: req.c) and replication. */
 	struct volume *vol;
+	unsigned rq;   /* RQ_* state bits (req.h), changed only by req_mod() */
+	int local_err; /* the local side's result once RQ_LOCAL_DONE */
 	struct io_req io;
-	int stage;
+	int stage; /* volume.c: which step of a multi-step TRIM/ZERO/FUA runs */
 	uint64_t zero_pos;
-	bool local_done; /* the backing store finished (local_err holds its result) */
-	bool peer_wait;  /* completion also waits for the peer (volume_peer_done) */
-	bool al_held;    /* holds activity-log references on its extents (repl.c) */
-	int local_err;
-	uint64_t rid;         /* replication id while tracked by repl.c */
-	struct vol_io *rnext; /* repl.c's lists */
-	/* The local disk failed this request or is detached: the result is the peer's. */
-	bool remote_only;
-	bool peer_acked; /* the peer confirmed this write (or barrier) on its disk */
-	/* A read forwarded to the peer (diskless.c): chunks outstanding, next offset, result. */
+	/*
+	 * The one queue or range lock the request is in at a time, if any: frozen (volume.c),
+	 * waiting for the activity log, for a send slot, behind an overlapping write, in flight
+	 * locally (repl/ship.c), waiting for a forwarded read (repl/diskless.c). range.owner says
+	 * which, so a request can never sit in two by mistake.
+	 */
+	struct range range;
+	/* Replication's own: the send slot's id (UINT64_MAX: never sent), whether the request
+	 * holds activity-log references on its extents, and a read forwarded to the peer in
+	 * chunks (outstanding, next offset, first error). */
+	uint64_t rid;
+	bool al_held;
 	unsigned rr_pending;
 	uint64_t rr_next;
 	int rr_err;
-	struct vol_io *fnext; /* volume.c's queue of writes held while frozen */
 };
 
 struct vol_stats {
@@ -72,17 +78,41 @@ struct vol_stats {
 	uint64_t in_flight;
 };
 
+/*
+ * The door between the volume and replication: replication fills these in (volume_set_repl)
+ * and the volume calls nothing else of it. Every callback gets the ctx given with them.
+ */
+struct vol_repl_ops {
+	/* A WRITE, TRIM, ZERO or FLUSH of a primary, before its local I/O: send it to the peer or
+	 * record it in the bitmap. 0: the local I/O may start now; 1: replication holds it and
+	 * later moves it on with REQ_RESUME (or REQ_FAIL). */
+	int (*submit)(void *ctx, struct vol_io *vio);
+	/* The local side of a request finished (every op; the result is in vio->local_err). */
+	void (*local_done)(void *ctx, struct vol_io *vio);
+	/* The local disk no longer counts for vio (it failed, or is detached): its completion
+	 * must wait for the peer's write acknowledgement instead. */
+	void (*adopt)(void *ctx, struct vol_io *vio);
+	/* A read of a Diskless volume, forwarded to the peer: 0 and REQ_LOCAL_DONE follows, or -1
+	 * when the peer cannot serve it. */
+	int (*remote_read)(void *ctx, struct vol_io *vio);
+	/* A re-attached disk is being filled from the peer: its writes count once the peer has
+	 * them, and reads of blocks not filled yet (local_stale) go to the peer. */
+	bool (*attaching)(void *ctx);
+	bool (*local_stale)(void *ctx, uint64_t off, uint64_t len);
+	/* The local disk was detached (why: a sentence fragment). */
+	void (*detached)(void *ctx, const char *why);
+};
+
 /* Open the backing store of cfg. 0 or -1 with errno (and a log line saying what failed). */
 int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct volume **out);
 /* fdatasync and close; the caller has drained every operation. */
 int volume_close(struct volume *vol);
 
+/* A new request from a client: it completes through vio->done(), never inside this call. 0, or
+ * -1 with errno EINVAL for an unknown op. */
 int volume_submit(struct volume *vol, struct vol_io *vio);
 
-/* Replication hooks (repl.c). */
-struct repl;
-void volume_set_repl(struct volume *vol, struct repl *r);
-struct repl *volume_repl(const struct volume *vol);
+void volume_set_repl(struct volume *vol, const struct vol_repl_ops *ops, void *ctx);
 int volume_fd(const struct volume *vol);
 /* The O_DIRECT twin of a buffered volume's descriptor, for large aligned writes (4 KiB-aligned
  * offset, length and buffer); -1 on a direct-io volume (its own fd is direct) or when there is
@@ -90,15 +120,10 @@ int volume_fd(const struct volume *vol);
 int volume_bulk_fd(const struct volume *vol);
 /* A write on volume_bulk_fd() failed with err although aligned: stop using it (logged once). */
 void volume_bulk_refused(struct volume *vol, int err);
-/* The peer side of vio is settled (acked, or recorded in the bitmap); completes it if the local
- * side is done too. */
-void volume_peer_done(struct vol_io *vio);
-/* Start the local I/O of a request repl_submit() deferred. */
-void volume_resume(struct vol_io *vio);
-/* Complete a request repl_submit() deferred without starting it (err: positive errno). */
-void volume_fail(struct vol_io *vio, int err);
 /* Limit the exported size (internal metadata occupies the tail of the backing store). */
 void volume_set_size(struct volume *vol, uint64_t size);
+/* Whether the backing store is opened buffered (not O_DIRECT): I/O requests say so. */
+bool volume_buffered(const struct volume *vol);
 
 /*
  * Disk failure (on-io-error detach). volume_detach stops local I/O (every request goes through
@@ -109,8 +134,6 @@ void volume_set_size(struct volume *vol, uint64_t size);
 int volume_detach(struct volume *vol, int err, const char *why);
 int volume_attach(struct volume *vol);
 bool volume_diskless(const struct volume *vol);
-/* A read the peer served for a diskless volume (repl.c / diskless.c): err 0 or an errno. */
-void volume_remote_read_done(struct vol_io *vio, int err);
 
 /*
  * The cluster manager's freeze: while frozen, new writes, trims, zeroes and flushes wait in
@@ -129,7 +152,6 @@ void volume_fail_writes(struct volume *vol);
 bool volume_failing(const struct volume *vol);
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);
-bool volume_is_blockdev(const struct volume *vol);
 const struct hak_volume_cfg *volume_cfg(const struct volume *vol);
 void volume_stats(const struct volume *vol, struct vol_stats *out);
 

@@ -1,34 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests for the pure parts of disk-failure handling: which errors detach a disk, and which
- * handshakes a Diskless node may complete. */
+/* Unit tests for the pure part of Diskless operation: which handshakes a Diskless node may
+ * complete. */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
 
 #include "repl/diskless.h"
 #include "repl/repl.h"
-
-START_TEST(disk_errors)
-{
-	static const struct {
-		int err;
-		bool disk;
-	} t[] = {
-	    {EIO, true},     {ENXIO, true},     {ENODEV, true},   {ENOMEDIUM, true},
-	    {EROFS, true},   {EREMOTEIO, true}, {EBADF, true},    {EUCLEAN, true},
-	    {ENOSPC, false}, {EDQUOT, false},   {ENOTSUP, false}, {EOPNOTSUPP, false},
-	    {EINVAL, false}, {EFBIG, false},    {ENOMEM, false},  {EAGAIN, false},
-	    {0, false},      {EINTR, false},    {EPERM, false},   {ECANCELED, false},
-	};
-	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		ck_assert_msg(diskless_is_disk_error(t[i].err) == t[i].disk,
-		              "errno %d (%s): expected %s", t[i].err, strerror(t[i].err),
-		              t[i].disk ? "a disk failure" : "no disk failure");
-	ck_assert_str_eq(diskless_errno_name(EIO), "EIO");
-	ck_assert_str_eq(diskless_errno_name(ENODEV), "ENODEV");
-	ck_assert_str_eq(diskless_errno_name(-12345), "EUNKNOWN");
-}
-END_TEST
 
 START_TEST(handshake_verdicts)
 {
@@ -70,7 +48,6 @@ int main(void)
 {
 	Suite *s = suite_create("diskless");
 	TCase *t = tcase_create("core");
-	tcase_add_test(t, disk_errors);
 	tcase_add_test(t, handshake_verdicts);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);

@@ -1,0 +1,11 @@
+/* SPDX-License-Identifier: MIT */
+#include "clock.h"
+
+#include <time.h>
+
+double clock_mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
