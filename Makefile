@@ -55,7 +55,7 @@ TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
 
 BINS := $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach
 
-.PHONY: all bins check unit integration demo install fuzz fuzz-replay bench deps format clean
+.PHONY: all bins check lint unit integration demo install fuzz fuzz-replay bench deps format clean
 
 all: bins
 
@@ -105,6 +105,7 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD) $(LIBHAK)
 # make check: install missing packages, build the sanitizer flavour, replay fuzz seeds, run unit
 # and integration tests. The summary line at the end is "N passed, N failed, N skipped".
 check: deps
+	$(MAKE) lint
 	$(MAKE) BUILD=build/asan SAN=1 bins unit-bins
 	$(MAKE) fuzz-build
 	HAK_BUILD=build/asan tests/run.sh $(TESTS)
@@ -173,6 +174,15 @@ FORMAT_SRC = $(sort $(shell find lib daemon cli kmod-shim include tests/unit tes
 	-name '*.[ch]'))
 format:
 	clang-format -i $(FORMAT_SRC)
+
+# make lint (part of make check): the one-way doors between the source folders (no include
+# cycle, lib/ includes only lib/, private headers stay home) and the formatting.
+lint:
+	@scripts/check-includes.sh
+	@bad=$$(for f in $(FORMAT_SRC); do clang-format --dry-run -Werror $$f >/dev/null 2>&1 || \
+	  echo $$f; done); if [ -n "$$bad" ]; then \
+	  echo "lint: not formatted per .clang-format (make format fixes it):" $$bad >&2; exit 1; fi
+	@echo "lint: $(words $(FORMAT_SRC)) source files follow .clang-format."
 
 clean:
 	rm -rf build

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
 	# build
-	build-essential pkg-config clang libclang-rt-14-dev
+	build-essential pkg-config clang clang-format libclang-rt-14-dev
 	libev-dev liburing-dev libssl-dev libjansson-dev
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev check libnbd-dev
 	# tests, bench and demo: real NBD clients (libnbd-bin has nbdinfo, nbdcopy, nbdfuse),
