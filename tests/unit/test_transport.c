@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/buf.h"
+#include "transport/tcp.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
 
@@ -53,8 +54,8 @@ static void pair_open(struct pair *p)
 	p->loop = ev_loop_new(EVFLAG_AUTO);
 	ck_assert_ptr_nonnull(p->loop);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
-	ck_assert_int_eq(tstream_create(p->loop, sv[0], &ops, &p->tx_sink, &p->tx), 0);
-	ck_assert_int_eq(tstream_create(p->loop, sv[1], &ops, &p->rx_sink, &p->rx), 0);
+	ck_assert_int_eq(tcp_stream_create(p->loop, sv[0], &ops, &p->tx_sink, &p->tx), 0);
+	ck_assert_int_eq(tcp_stream_create(p->loop, sv[1], &ops, &p->rx_sink, &p->rx), 0);
 }
 
 static void pair_close(struct pair *p)
