@@ -91,7 +91,15 @@ SHIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard kmod-shim/*.c))
 $(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAK)
 	$(call echo_cmd,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+# Helpers only the unit tests link (tests/unit/support/: the in-memory transport), also an
+# archive: a test pulls in only what it calls.
+UNIT_SUPPORT_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/unit/support/*.c))
+LIBHAKTEST := $(BUILD)/libhaktest.a
+$(LIBHAKTEST): $(UNIT_SUPPORT_OBJ)
+	@rm -f $@
+	$(call echo_cmd,AR,$@)ar rcs $@ $^
+
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKTEST) $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
 	@mkdir -p $(dir $@)
 	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -Itests/unit -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
 
@@ -99,7 +107,8 @@ $(BUILD)/tests/tools/%: tests/tools/%.c $(LIBHAKD) $(LIBHAK)
 	@mkdir -p $(dir $@)
 	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS) $(NBD_LIBS) $(LIBS)
 
--include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(BUILD)/daemon/main.d
+-include $(LIB_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(SHIM_OBJ:.o=.d) $(BUILD)/daemon/main.d \
+	$(UNIT_SUPPORT_OBJ:.o=.d)
 
 # ---- tests -------------------------------------------------------------------------------
 # make check: install missing packages, build the sanitizer flavour, replay fuzz seeds, run unit

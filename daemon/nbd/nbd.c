@@ -18,9 +18,9 @@
 #include "lib/buf.h"
 #include "conf/config.h"
 #include "lib/log.h"
+#include "lib/net.h"
 #include "nbd_proto.h"
 #include "lib/outq.h"
-#include "transport/transport.h"
 #include "volume/volume.h"
 
 #define IN_BUF_SIZE      (64u * 1024u)
@@ -985,7 +985,7 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 		goto fail;
 	}
 	if (o->tcp_listen) {
-		s->lfd[1] = tcp_listen_addr(o->tcp_listen, 0);
+		s->lfd[1] = net_listen(o->tcp_listen, 0);
 		if (s->lfd[1] < 0) {
 			log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot listen on TCP %s: %s.",
 			        o->tcp_listen, strerror(errno));

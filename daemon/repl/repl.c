@@ -12,9 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "apply.h"
 #include "conf/config.h"
@@ -636,11 +634,8 @@ void repl_drop_connection(struct repl *r, const char *why)
 {
 	bool was = r->connected;
 	for (int i = 0; i < 2; i++) {
-		if (r->connecting_fd[i] >= 0) {
-			ev_io_stop(r->p.loop, &r->connecting_io[i]);
-			close(r->connecting_fd[i]);
-			r->connecting_fd[i] = -1;
-		}
+		tconnect_cancel(r->connecting[i]);
+		r->connecting[i] = NULL;
 	}
 	if (!r->data && !r->meta_s && !was)
 		return;
@@ -699,21 +694,14 @@ bool repl_range_dirty(const struct bitmap *bm, uint64_t off, uint64_t len)
 	return bitmap_find_next_set(bm, off / bs) <= (off + len - 1) / bs;
 }
 
-static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void connect_done(void *ctx, struct tconnect *c, struct tstream *s, int err)
 {
-	struct repl *r = w->data;
-	int idx = w == &r->connecting_io[0] ? 0 : 1;
-	int fd = r->connecting_fd[idx], err = 0;
-	socklen_t len = sizeof(err);
-	(void)revents;
-	ev_io_stop(loop, w);
-	r->connecting_fd[idx] = -1;
-	getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-	struct tstream *s = NULL;
-	if (err || tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
+	struct repl *r = ctx;
+	int idx = c == r->connecting[0] ? 0 : 1;
+	r->connecting[idx] = NULL;
+	if (err) {
 		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s failed: %s.", r->p.peer->name,
-		         r->p.peer->address, strerror(err ? err : errno));
-		close(fd);
+		         r->p.peer->address, strerror(err));
 		repl_drop_connection(r, NULL);
 		return;
 	}
@@ -727,19 +715,21 @@ static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
 static void start_connect(struct repl *r)
 {
 	r->handshake_start = ev_now(r->p.loop);
+	struct tconnect_params cp = {.loop = r->p.loop,
+	                             .addr = r->p.peer->address,
+	                             .port_offset = r->p.vcfg->port_offset,
+	                             .bind_host = r->p.self->host,
+	                             .ops = &stream_ops,
+	                             .ctx = r,
+	                             .done = connect_done};
 	for (int i = 0; i < 2; i++) {
-		int fd =
-		    tcp_connect_addr(r->p.peer->address, r->p.vcfg->port_offset, r->p.self->host);
-		if (fd < 0) {
+		if (tconnect_start(r->p.transport, &cp, &r->connecting[i]) < 0) {
+			r->connecting[i] = NULL;
 			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s: %s.", r->p.peer->address,
 			         strerror(errno));
 			repl_drop_connection(r, NULL);
 			return;
 		}
-		r->connecting_fd[i] = fd;
-		ev_io_init(&r->connecting_io[i], connect_done_cb, fd, EV_WRITE);
-		r->connecting_io[i].data = r;
-		ev_io_start(r->p.loop, &r->connecting_io[i]);
 	}
 }
 
@@ -750,7 +740,7 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)revents;
 	if (!r->want_connect || r->connected)
 		return;
-	if (r->data || r->meta_s || r->connecting_fd[0] >= 0 || r->connecting_fd[1] >= 0) {
+	if (r->data || r->meta_s || r->connecting[0] || r->connecting[1]) {
 		/* A handshake that does not finish within a few intervals is abandoned. */
 		double limit =
 		    3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
@@ -762,18 +752,14 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		start_connect(r);
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void accepted(void *ctx, struct tlistener *l, struct tstream *s)
 {
-	struct repl *r = w->data;
-	(void)revents;
-	int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
+	struct repl *r = ctx;
+	(void)l;
 	if (!r->want_connect) {
-		close(fd);
+		tstream_close(s);
 		return;
 	}
-	tcp_tune(fd);
 	int slot = 0;
 	for (int i = 0; i < 4; i++)
 		if (!r->pending_accept[i]) {
@@ -782,12 +768,6 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 	if (r->pending_accept[slot])
 		tstream_close(r->pending_accept[slot]);
-	r->pending_accept[slot] = NULL;
-	struct tstream *s;
-	if (tstream_create(loop, fd, &stream_ops, r, &s) < 0) {
-		close(fd);
-		return;
-	}
 	r->pending_accept[slot] = s;
 }
 
@@ -1158,7 +1138,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->p = *p;
 	r->name = p->vcfg->name;
 	r->mode = (enum repl_mode)p->vcfg->mode;
-	r->lfd = r->connecting_fd[0] = r->connecting_fd[1] = -1;
+	if (!r->p.transport)
+		r->p.transport = transport_find("tcp");
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
 	/* Every part of replication registers its hooks: their order is fixed by the CONN_LOST_*
 	 * and RANGE_FREE_* constants (repl_int.h), not by the order of these calls. */
@@ -1196,15 +1177,18 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		goto fail;
 	}
 	if (!r->initiator) {
-		r->lfd = tcp_listen_addr(p->self->address, p->vcfg->port_offset);
-		if (r->lfd < 0) {
+		struct tlisten_params lp = {.loop = p->loop,
+		                            .addr = p->self->address,
+		                            .port_offset = p->vcfg->port_offset,
+		                            .ops = &stream_ops,
+		                            .ctx = r,
+		                            .accepted = accepted};
+		if (tlistener_open(r->p.transport, &lp, &r->listener) < 0) {
+			r->listener = NULL;
 			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
 			         p->self->address, p->vcfg->port_offset, strerror(errno));
 			goto fail;
 		}
-		ev_io_init(&r->lio, accept_cb, r->lfd, EV_READ);
-		r->lio.data = r;
-		ev_io_start(p->loop, &r->lio);
 	}
 	ev_timer_init(&r->conn_timer, conn_timer_cb, 0.05, p->vcfg->connect_interval);
 	ev_timer_init(&r->ping_timer, ping_timer_cb, p->vcfg->ping_interval,
@@ -1231,8 +1215,7 @@ fail:
 		bitmap_free(r->bm);
 	if (r->meta)
 		meta_close(r->meta);
-	if (r->lfd >= 0)
-		close(r->lfd);
+	tlistener_close(r->listener);
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
 	free(r);
@@ -1255,11 +1238,8 @@ void repl_shutdown(struct repl *r)
 	splitbrain_shutdown(r);
 	ev_timer_stop(r->p.loop, &r->rs_timer);
 	ev_timer_stop(r->p.loop, &r->epoch_timer);
-	if (r->lfd >= 0) {
-		ev_io_stop(r->p.loop, &r->lio);
-		close(r->lfd);
-		r->lfd = -1;
-	}
+	tlistener_close(r->listener);
+	r->listener = NULL;
 }
 
 void repl_destroy(struct repl *r)

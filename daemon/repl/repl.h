@@ -21,6 +21,7 @@ struct hak_config;
 struct hak_volume_cfg;
 struct hak_node_cfg;
 struct repl;
+struct transport_ops;
 
 enum repl_role { ROLE_SECONDARY = 0, ROLE_PRIMARY = 1 };
 enum repl_disk { DISK_UPTODATE = 0, DISK_OUTDATED, DISK_INCONSISTENT, DISK_DISKLESS, DISK_FAILED };
@@ -43,6 +44,8 @@ struct repl_params {
 	/* Role changes: the volume's NBD server refuses clients unless primary. */
 	void (*role_changed)(void *ctx, enum repl_role role);
 	void *ctx;
+	/* The transport to the peer; NULL: tcp. Unit tests can pass the in-memory one. */
+	const struct transport_ops *transport;
 };
 
 /* Open metadata (hakctl create-md must have run), load the bitmap, start connecting. */

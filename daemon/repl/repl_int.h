@@ -196,15 +196,13 @@ struct repl {
 	bool split_brain;
 	char last_refusal[512];
 	bool initiator;
-	int lfd;
-	ev_io lio;
+	struct tlistener *listener; /* the acceptor's; NULL on the connecting side */
 	ev_timer conn_timer;
 	ev_timer ping_timer;
 	ev_timer flush_timer;
 	struct tstream *data, *meta_s;
 	struct tstream *pending_accept[4];
-	int connecting_fd[2];
-	ev_io connecting_io[2];
+	struct tconnect *connecting[2]; /* data and meta streams on their way */
 	bool hello_sent[2], hello_rcvd[2];
 	struct wire_hello peer_hello;
 	/* The acceptor may start talking before the connector has read the second HELLO: such a

@@ -1,8 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Replication transport: a framed, non-blocking byte stream to the peer. TCP today; TLS and RDMA
- * will sit behind the same calls. A stream parses frames (validated by wire.c) and hands each to
- * its owner with the payload in a buffer the owner then owns (buf_put(payload, hdr->len)).
+ * Replication transports: one operations interface, implementations chosen by name (like DRBD's
+ * drbd_transport_ops and hastd's proto_*.c). A transport listens and connects, and each
+ * connection is a framed, non-blocking stream to the peer. A stream parses frames (validated by
+ * wire.c, shared by every implementation) and hands each to its owner with the payload in a
+ * buffer the owner then owns (buf_put(payload, hdr->len)).
+ *
+ * Implementations: tcp (tcp.c). The unit tests add an in-memory one
+ * (tests/unit/support/memtransport.h). TLS and RDMA are to come as siblings of tcp.c.
+ *
+ * Callers use the tstream_* / tlistener_* / tconnect_* calls below, which dispatch through the
+ * object's transport (one indirect call). Implementations embed struct tstream, struct tlistener
+ * and struct tconnect as the first member of their own objects.
  */
 #ifndef HAK_TRANSPORT_H
 #define HAK_TRANSPORT_H
@@ -15,8 +24,19 @@
 #include "wire.h"
 
 struct ev_loop;
-struct tstream;
+struct transport_ops;
 
+struct tstream {
+	const struct transport_ops *t;
+};
+struct tlistener {
+	const struct transport_ops *t;
+};
+struct tconnect {
+	const struct transport_ops *t;
+};
+
+/* What the owner of a stream hears. */
 struct tstream_ops {
 	/* One validated frame; payload is NULL when hdr->len == 0. */
 	void (*frame)(void *ctx, struct tstream *s, const struct wire_hdr *hdr, uint8_t *payload);
@@ -25,9 +45,69 @@ struct tstream_ops {
 	void (*error)(void *ctx, struct tstream *s, const char *why);
 };
 
-int tstream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, void *ctx,
-                   struct tstream **out);
-/* Queue an item; it is written before the loop sleeps next. */
+/* A listener: every accepted connection becomes a stream of ops/ctx, handed to accepted(), which
+ * owns it from then on (tstream_close() refuses it). */
+struct tlisten_params {
+	struct ev_loop *loop;
+	const char *addr;     /* "HOST:PORT" or "[V6]:PORT" */
+	unsigned port_offset; /* added to PORT */
+	const struct tstream_ops *ops;
+	void *ctx;
+	void (*accepted)(void *ctx, struct tlistener *l, struct tstream *s);
+};
+
+/* An outgoing connection: done() runs once, from the loop, with the stream (of ops/ctx, owned by
+ * the caller) or with s NULL and err the errno of the failure. The tconnect is gone after it. */
+struct tconnect_params {
+	struct ev_loop *loop;
+	const char *addr; /* "HOST:PORT" or "[V6]:PORT" */
+	unsigned port_offset;
+	const char *bind_host; /* leave from this address; NULL: the kernel picks */
+	const struct tstream_ops *ops;
+	void *ctx;
+	void (*done)(void *ctx, struct tconnect *c, struct tstream *s, int err);
+};
+
+/* One implementation. Every member is required; the semantics are those of the public calls
+ * below, which check nothing but NULL handles. */
+struct transport_ops {
+	const char *name; /* as the configuration names it: "tcp" */
+	int (*listen)(const struct tlisten_params *p, struct tlistener **out);
+	void (*listener_close)(struct tlistener *l);
+	int (*connect)(const struct tconnect_params *p, struct tconnect **out);
+	void (*connect_cancel)(struct tconnect *c);
+
+	void (*send)(struct tstream *s, struct outq_item *it);
+	void (*send_lazy)(struct tstream *s, struct outq_item *it);
+	/* A frame whose payload fits the inline header, eager or lazy: an implementation may post
+	 * it without an outq_item (tstream_small_item() builds one for those that do not). */
+	int (*send_small)(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
+	                  uint32_t len, bool lazy);
+	void (*set_lazy)(struct tstream *s, double delay, size_t bytes);
+	size_t (*queued)(const struct tstream *s);
+	void (*pause)(struct tstream *s, bool paused);
+	double (*idle)(const struct tstream *s);
+	void (*try_flush)(struct tstream *s);
+	void (*close)(struct tstream *s);
+};
+
+/* The transport built under this name ("tcp"), or NULL with errno=ENOENT. */
+const struct transport_ops *transport_find(const char *name);
+
+/* Listen on p->addr. -1 with errno (EINVAL for a malformed address, or the socket's error). */
+int tlistener_open(const struct transport_ops *t, const struct tlisten_params *p,
+                   struct tlistener **out);
+/* Stop accepting and free; streams already handed over stay open. NULL is ignored. */
+void tlistener_close(struct tlistener *l);
+/* Start connecting to p->addr. -1 with errno when it fails at once (done() is then not called).
+ */
+int tconnect_start(const struct transport_ops *t, const struct tconnect_params *p,
+                   struct tconnect **out);
+/* Abandon a connect whose done() has not run (it never will). NULL is ignored. */
+void tconnect_cancel(struct tconnect *c);
+
+/* Queue an item; it is written before the loop sleeps next. The item's sent() runs once it is
+ * written or dropped, never inside this call unless the stream already failed (ECONNRESET). */
 void tstream_send(struct tstream *s, struct outq_item *it);
 /* Convenience: a frame whose whole payload fits the inline header (≤ 36 bytes); allocated and
  * freed by the stream. -1 with errno=ENOMEM. */
@@ -46,20 +126,20 @@ void tstream_send_lazy(struct tstream *s, struct outq_item *it);
 int tstream_send_small_lazy(struct tstream *s, uint16_t type, uint16_t flags, const void *payload,
                             uint32_t len);
 size_t tstream_queued(const struct tstream *s);
-/* Stop or resume reading (backpressure). */
+/* Stop or resume reading (backpressure). Frames already received are delivered on resume. */
 void tstream_pause(struct tstream *s, bool paused);
 /* Seconds since the last byte arrived. */
 double tstream_idle(const struct tstream *s);
-/* Try once, without blocking, to write what is queued (a last word before closing). */
+/* Try once, without blocking, to write what is queued (a last word before closing). NULL is
+ * ignored. */
 void tstream_try_flush(struct tstream *s);
-/* Drop queued output (callbacks see ECANCELED), close the socket, free. Safe inside callbacks. */
+/* Drop queued output (callbacks see ECANCELED), close the connection, free. Safe inside the
+ * stream's callbacks. NULL is ignored. */
 void tstream_close(struct tstream *s);
 
-/* TCP helpers: "HOST:PORT" / "[V6]:PORT". Both return a non-blocking fd or -1 with errno. */
-int tcp_listen_addr(const char *addr, unsigned port_offset);
-/* Starts a non-blocking connect; completion is signalled by writability (check SO_ERROR). */
-int tcp_connect_addr(const char *addr, unsigned port_offset, const char *bind_host);
-/* Socket options for a replication stream: no Nagle, keepalive, short user timeout. */
-void tcp_tune(int fd);
+/* For implementations: a heap item carrying one small frame, freed by its sent(); NULL with
+ * errno=ENOMEM (also when len does not fit). */
+struct outq_item *tstream_small_item(uint16_t type, uint16_t flags, const void *payload,
+                                     uint32_t len);
 
 #endif

@@ -1,0 +1,513 @@
+/* SPDX-License-Identifier: MIT */
+#include "tcp.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "lib/buf.h"
+#include "lib/net.h"
+
+#define IN_SIZE (256u * 1024u)
+
+struct tcp_stream {
+	struct tstream base; /* first: a struct tstream * is a struct tcp_stream * */
+	struct ev_loop *loop;
+	int fd;
+	ev_io rio, wio;
+	ev_prepare prep;
+	/* Lazy items (tstream_send_lazy) wait for this timer, lazy_bytes queued, or an eager send.
+	 */
+	ev_timer lazy_w;
+	double lazy_delay;
+	size_t lazy_bytes;
+	const struct tstream_ops *ops;
+	void *ctx;
+	struct outq q;
+	uint8_t *in;
+	size_t in_len, in_pos;
+	/* Frame being received. */
+	bool have_hdr;
+	struct wire_hdr hdr;
+	uint8_t *payload;
+	uint32_t got;
+	double last_rx;
+	bool dead, paused;
+	int in_cb;
+	bool close_pending;
+};
+
+struct tcp_listener {
+	struct tlistener base;
+	struct tlisten_params p; /* addr is not kept: only used to open */
+	int fd;
+	ev_io io;
+};
+
+struct tcp_connect {
+	struct tconnect base;
+	struct tconnect_params p; /* addr and bind_host are not kept */
+	int fd;
+	ev_io io;
+	bool in_done; /* done() is running: a cancel from inside it is too late */
+};
+
+static struct tcp_stream *tcp_of(struct tstream *s)
+{
+	return (struct tcp_stream *)s;
+}
+
+static const struct tcp_stream *tcp_of_const(const struct tstream *s)
+{
+	return (const struct tcp_stream *)s;
+}
+
+/* ---- stream ------------------------------------------------------------------------------- */
+
+static void stream_stop(struct tcp_stream *s)
+{
+	ev_io_stop(s->loop, &s->rio);
+	ev_io_stop(s->loop, &s->wio);
+	ev_prepare_stop(s->loop, &s->prep);
+	ev_timer_stop(s->loop, &s->lazy_w);
+}
+
+static void stream_free(struct tcp_stream *s)
+{
+	stream_stop(s);
+	outq_drop(&s->q, ECANCELED);
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->payload)
+		buf_put(s->payload, s->hdr.len);
+	free(s->in);
+	free(s);
+}
+
+static void stream_fail(struct tcp_stream *s, const char *why)
+{
+	if (s->dead)
+		return;
+	s->dead = true;
+	stream_stop(s);
+	s->in_cb++;
+	s->ops->error(s->ctx, &s->base, why);
+	s->in_cb--;
+	/* Callers outside a read callback (the flush path) return right after this. */
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+static void tcp_try_flush(struct tstream *ts)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	if (!s->dead)
+		(void)outq_flush(&s->q, s->fd);
+}
+
+static void tcp_close(struct tstream *ts)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	if (s->in_cb) {
+		/* Inside one of our callbacks: free later, but release queued items now, since
+		 * their owners free them as soon as this returns. */
+		s->close_pending = true;
+		s->dead = true;
+		stream_stop(s);
+		outq_drop(&s->q, ECANCELED);
+		return;
+	}
+	stream_free(s);
+}
+
+static void stream_flush(struct tcp_stream *s)
+{
+	/* Everything queued goes now, lazy items included. */
+	ev_timer_stop(s->loop, &s->lazy_w);
+	int rc = outq_flush(&s->q, s->fd);
+	if (rc < 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "sending failed: %s", strerror(errno));
+		stream_fail(s, why);
+		return;
+	}
+	if (rc == 1)
+		ev_io_start(s->loop, &s->wio);
+	else
+		ev_io_stop(s->loop, &s->wio);
+	ev_prepare_stop(s->loop, &s->prep);
+}
+
+static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+static void lazy_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+/* Deliver complete frames from the input buffer. Returns false once the stream failed. */
+static bool stream_parse(struct tcp_stream *s)
+{
+	char why[200];
+	while (!s->dead && !s->paused) {
+		size_t avail = s->in_len - s->in_pos;
+		if (!s->have_hdr) {
+			if (avail < WIRE_HDR_SIZE)
+				break;
+			if (wire_hdr_decode(s->in + s->in_pos, &s->hdr, why, sizeof(why)) < 0) {
+				stream_fail(s, why);
+				return false;
+			}
+			s->in_pos += WIRE_HDR_SIZE;
+			s->have_hdr = true;
+			s->got = 0;
+			s->payload =
+			    s->hdr.len ? buf_get_at(s->hdr.len, wire_payload_align(&s->hdr)) : NULL;
+			if (s->hdr.len && !s->payload) {
+				stream_fail(s, "out of memory for a frame payload");
+				return false;
+			}
+			continue;
+		}
+		size_t need = s->hdr.len - s->got;
+		size_t n = avail < need ? avail : need;
+		if (n) {
+			memcpy(s->payload + s->got, s->in + s->in_pos, n);
+			s->got += (uint32_t)n;
+			s->in_pos += n;
+		}
+		if (s->got < s->hdr.len)
+			break;
+		struct wire_hdr h = s->hdr;
+		uint8_t *p = s->payload;
+		s->have_hdr = false;
+		s->payload = NULL;
+		s->in_cb++;
+		s->ops->frame(s->ctx, &s->base, &h, p);
+		s->in_cb--;
+	}
+	if (s->in_pos == s->in_len)
+		s->in_pos = s->in_len = 0;
+	return !s->dead;
+}
+
+/* One read into the input buffer, or straight into a bulk payload: the read's result. */
+static ssize_t stream_read(struct tcp_stream *s)
+{
+	ssize_t r;
+	if (s->have_hdr && s->in_pos == s->in_len && s->hdr.len - s->got > 65536) {
+		/* Bulk payloads go straight into their buffer. */
+		r = read(s->fd, s->payload + s->got, s->hdr.len - s->got);
+		if (r > 0)
+			s->got += (uint32_t)r;
+		return r;
+	}
+	if (s->in_pos && s->in_len == IN_SIZE) {
+		memmove(s->in, s->in + s->in_pos, s->in_len - s->in_pos);
+		s->in_len -= s->in_pos;
+		s->in_pos = 0;
+	}
+	r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
+	if (r > 0)
+		s->in_len += (size_t)r;
+	return r;
+}
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_stream *s = w->data;
+	(void)revents;
+	s->in_cb++;
+	for (int i = 0; i < 16 && !s->dead && !s->paused; i++) {
+		ssize_t r = stream_read(s);
+		if (r > 0) {
+			s->last_rx = ev_now(loop);
+			stream_parse(s);
+			continue;
+		}
+		if (r == 0) {
+			stream_fail(s, "the peer closed the connection");
+			break;
+		}
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			break;
+		if (errno == EINTR)
+			continue;
+		char why[128];
+		snprintf(why, sizeof(why), "receiving failed: %s", strerror(errno));
+		stream_fail(s, why);
+		break;
+	}
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+int tcp_stream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, void *ctx,
+                      struct tstream **out)
+{
+	struct tcp_stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return -1;
+	}
+	s->in = malloc(IN_SIZE);
+	if (!s->in) {
+		free(s);
+		errno = ENOMEM;
+		return -1;
+	}
+	s->base.t = &transport_tcp;
+	s->loop = loop;
+	s->fd = fd;
+	s->ops = ops;
+	s->ctx = ctx;
+	s->last_rx = ev_now(loop);
+	ev_io_init(&s->rio, read_cb, fd, EV_READ);
+	ev_io_init(&s->wio, write_cb, fd, EV_WRITE);
+	ev_prepare_init(&s->prep, prep_cb);
+	ev_timer_init(&s->lazy_w, lazy_cb, 0., 0.);
+	s->rio.data = s->wio.data = s->prep.data = s->lazy_w.data = s;
+	ev_io_start(loop, &s->rio);
+	*out = &s->base;
+	return 0;
+}
+
+static void tcp_send(struct tstream *ts, struct outq_item *it)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	if (s->dead) {
+		if (it->sent)
+			it->sent(it, ECONNRESET);
+		return;
+	}
+	outq_push(&s->q, it);
+	if (!ev_is_active(&s->wio))
+		ev_prepare_start(s->loop, &s->prep);
+}
+
+static void tcp_set_lazy(struct tstream *ts, double delay, size_t bytes)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	s->lazy_delay = delay;
+	s->lazy_bytes = bytes;
+}
+
+static void tcp_send_lazy(struct tstream *ts, struct outq_item *it)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	if (s->dead || s->lazy_delay <= 0) {
+		tcp_send(ts, it);
+		return;
+	}
+	outq_push(&s->q, it);
+	/* Already due to go: with the next flush, or when the socket takes more. */
+	if (ev_is_active(&s->wio) || ev_is_active(&s->prep))
+		return;
+	if (s->q.bytes >= s->lazy_bytes) {
+		ev_prepare_start(s->loop, &s->prep);
+		return;
+	}
+	if (!ev_is_active(&s->lazy_w)) {
+		ev_timer_set(&s->lazy_w, s->lazy_delay, 0.);
+		ev_timer_start(s->loop, &s->lazy_w);
+	}
+}
+
+static int tcp_send_small(struct tstream *ts, uint16_t type, uint16_t flags, const void *payload,
+                          uint32_t len, bool lazy)
+{
+	struct outq_item *it = tstream_small_item(type, flags, payload, len);
+	if (!it)
+		return -1;
+	if (lazy)
+		tcp_send_lazy(ts, it);
+	else
+		tcp_send(ts, it);
+	return 0;
+}
+
+static size_t tcp_queued(const struct tstream *ts)
+{
+	return tcp_of_const(ts)->q.bytes;
+}
+
+static void tcp_pause(struct tstream *ts, bool paused)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	if (s->dead || s->paused == paused)
+		return;
+	s->paused = paused;
+	if (paused) {
+		ev_io_stop(s->loop, &s->rio);
+		return;
+	}
+	ev_io_start(s->loop, &s->rio);
+	s->in_cb++;
+	stream_parse(s); /* frames already buffered */
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+static double tcp_idle(const struct tstream *ts)
+{
+	const struct tcp_stream *s = tcp_of_const(ts);
+	return ev_now(s->loop) - s->last_rx;
+}
+
+/* ---- listen and connect ------------------------------------------------------------------ */
+
+/* Socket options for a replication stream: no Nagle, keepalive, short user timeout. */
+static void tcp_tune(int fd)
+{
+	int one = 1, idle = 5, intvl = 1, cnt = 3;
+	unsigned int user_timeout = 5000;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+	/* Unacknowledged data older than this fails the socket: a dead peer must not hold writes
+	 * for minutes of TCP retransmission. The ping timeout usually fires first. */
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+}
+
+static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_listener *l = w->data;
+	(void)revents;
+	int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	if (fd < 0)
+		return;
+	tcp_tune(fd);
+	struct tstream *s;
+	if (tcp_stream_create(loop, fd, l->p.ops, l->p.ctx, &s) < 0) {
+		close(fd);
+		return;
+	}
+	/* Last: accepted() may close the listener. */
+	l->p.accepted(l->p.ctx, &l->base, s);
+}
+
+static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
+{
+	struct tcp_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		errno = ENOMEM;
+		return -1;
+	}
+	l->fd = net_listen(p->addr, p->port_offset);
+	if (l->fd < 0) {
+		int saved = errno;
+		free(l);
+		errno = saved;
+		return -1;
+	}
+	l->base.t = &transport_tcp;
+	l->p = *p;
+	l->p.addr = NULL;
+	ev_io_init(&l->io, accept_cb, l->fd, EV_READ);
+	l->io.data = l;
+	ev_io_start(p->loop, &l->io);
+	*out = &l->base;
+	return 0;
+}
+
+static void tcp_listener_close(struct tlistener *tl)
+{
+	struct tcp_listener *l = (struct tcp_listener *)tl;
+	ev_io_stop(l->p.loop, &l->io);
+	close(l->fd);
+	free(l);
+}
+
+static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_connect *c = w->data;
+	int err = 0;
+	socklen_t len = sizeof(err);
+	struct tstream *s = NULL;
+	(void)revents;
+	ev_io_stop(loop, w);
+	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (!err && tcp_stream_create(loop, c->fd, c->p.ops, c->p.ctx, &s) < 0)
+		err = errno;
+	if (err)
+		close(c->fd);
+	c->in_done = true;
+	c->p.done(c->p.ctx, &c->base, s, err);
+	free(c);
+}
+
+static int tcp_connect(const struct tconnect_params *p, struct tconnect **out)
+{
+	struct tcp_connect *c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return -1;
+	}
+	c->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
+	if (c->fd < 0) {
+		int saved = errno;
+		free(c);
+		errno = saved;
+		return -1;
+	}
+	c->base.t = &transport_tcp;
+	c->p = *p;
+	c->p.addr = c->p.bind_host = NULL;
+	ev_io_init(&c->io, connect_done_cb, c->fd, EV_WRITE);
+	c->io.data = c;
+	ev_io_start(p->loop, &c->io);
+	*out = &c->base;
+	return 0;
+}
+
+static void tcp_connect_cancel(struct tconnect *tc)
+{
+	struct tcp_connect *c = (struct tcp_connect *)tc;
+	if (c->in_done)
+		return; /* the fd went to the stream or was closed; freed after done() */
+	ev_io_stop(c->p.loop, &c->io);
+	close(c->fd);
+	free(c);
+}
+
+const struct transport_ops transport_tcp = {
+    .name = "tcp",
+    .listen = tcp_listen,
+    .listener_close = tcp_listener_close,
+    .connect = tcp_connect,
+    .connect_cancel = tcp_connect_cancel,
+    .send = tcp_send,
+    .send_lazy = tcp_send_lazy,
+    .send_small = tcp_send_small,
+    .set_lazy = tcp_set_lazy,
+    .queued = tcp_queued,
+    .pause = tcp_pause,
+    .idle = tcp_idle,
+    .try_flush = tcp_try_flush,
+    .close = tcp_close,
+};

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+#include "net.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int net_resolve(const char *addr, unsigned port_offset, int passive, struct addrinfo **ai)
+{
+	char host[256], port[16];
+	const char *colon;
+	size_t n;
+	if (addr[0] == '[') {
+		const char *rb = strchr(addr, ']');
+		if (!rb || rb[1] != ':')
+			goto bad;
+		n = (size_t)(rb - addr - 1);
+		if (n >= sizeof(host))
+			goto bad;
+		memcpy(host, addr + 1, n);
+		colon = rb + 1;
+	} else {
+		colon = strrchr(addr, ':');
+		if (!colon)
+			goto bad;
+		n = (size_t)(colon - addr);
+		if (n >= sizeof(host))
+			goto bad;
+		memcpy(host, addr, n);
+	}
+	host[n] = '\0';
+	long p = strtol(colon + 1, NULL, 10) + (long)port_offset;
+	if (p < 1 || p > 65535)
+		goto bad;
+	snprintf(port, sizeof(port), "%ld", p);
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+	                         .ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0)};
+	if (getaddrinfo(host, port, &hints, ai) != 0) {
+		errno = EADDRNOTAVAIL;
+		return -1;
+	}
+	return 0;
+bad:
+	errno = EINVAL;
+	return -1;
+}
+
+int net_listen(const char *addr, unsigned port_offset)
+{
+	struct addrinfo *ai = NULL;
+	int fd = -1, one = 1, saved;
+	if (net_resolve(addr, port_offset, 1, &ai) < 0)
+		return -1;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0)
+		goto fail;
+	freeaddrinfo(ai);
+	return fd;
+fail:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	errno = saved;
+	return -1;
+}
+
+int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
+                void (*prepare)(int fd))
+{
+	struct addrinfo *ai = NULL, *bai = NULL;
+	int fd = -1, saved;
+	if (net_resolve(addr, port_offset, 0, &ai) < 0)
+		return -1;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	if (bind_host) {
+		/* Leave from our own address so the peer can check who we are and the traffic
+		 * follows the configured path. */
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = ai->ai_family};
+		if (getaddrinfo(bind_host, NULL, &hints, &bai) == 0)
+			(void)!bind(fd, bai->ai_addr, bai->ai_addrlen);
+	}
+	if (prepare)
+		prepare(fd);
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS)
+		goto fail;
+	freeaddrinfo(ai);
+	if (bai)
+		freeaddrinfo(bai);
+	return fd;
+fail:
+	saved = errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	if (bai)
+		freeaddrinfo(bai);
+	errno = saved;
+	return -1;
+}

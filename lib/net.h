@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * TCP sockets for the addresses the configuration writes, "HOST:PORT" or "[V6]:PORT": the NBD
+ * server's TCP listener and the replication transports share them, and each adds its own socket
+ * options and protocol on top.
+ */
+#ifndef HAK_NET_H
+#define HAK_NET_H
+
+/*
+ * A non-blocking listening socket on addr, at its port plus port_offset. Returns the fd, or -1
+ * with errno (EINVAL for a malformed address or port, EADDRNOTAVAIL when the host does not
+ * resolve).
+ */
+int net_listen(const char *addr, unsigned port_offset);
+/*
+ * Starts a non-blocking connect to addr, at its port plus port_offset, leaving from bind_host
+ * when it is not NULL (if binding fails the kernel picks the source address). prepare, when not
+ * NULL, sets the socket options that must be in place before the first packet leaves. Completion
+ * is signalled by writability (then check SO_ERROR). Returns the fd, or -1 with errno.
+ */
+int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
+                void (*prepare)(int fd));
+
+#endif
