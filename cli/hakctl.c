@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -24,6 +23,7 @@
 
 #include <hak/version.h>
 
+#include "lib/clock.h"
 #include "meta/al.h"
 #include "conf/config.h"
 #include "ctl.h"
@@ -479,13 +479,11 @@ static int cmd_events(const struct cli *c, int argc, char **argv)
 	int fd = events_connect(c);
 	if (fd < 0)
 		return EXIT_UNREACHABLE;
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = clock_mono();
 	while (rc < 0) {
 		int wait_ms = -1;
 		if (timeout > 0) {
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			double el = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+			double el = clock_mono() - t0;
 			if (el >= timeout) {
 				rc = count > 0 ? EXIT_TIMEOUT : 0;
 				break;

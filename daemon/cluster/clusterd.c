@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -24,6 +23,7 @@
 #include "group.h"
 #include "groupctl.h"
 #include "heartbeat.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "nbd/nbd.h"
 #include "lib/proc.h"
@@ -378,14 +378,6 @@ static json_t *cmd_cluster(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "pending", cluster_cmd_name(c));
 }
 
-static uint64_t realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* SIGKILL the group's services (pid files of started exec resources); how many were killed. */
 static int kill_services(struct clusterd *cd)
 {
@@ -419,7 +411,7 @@ static json_t *cmd_drill(void *ctx, json_t *req, char *err, size_t errlen)
 {
 	struct clusterd *cd = ctx;
 	const char *what = json_string_value(json_object_get(req, "fault"));
-	uint64_t now = realtime_us();
+	uint64_t now = clock_wall_us();
 	int killed = 0;
 
 	if (!cd->p.cfg->allow_drills) {

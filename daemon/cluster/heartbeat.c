@@ -20,12 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
 #include "lib/proc.h"
@@ -255,22 +255,6 @@ struct hb {
 	struct hb_snapshot seen;
 };
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t real_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
@@ -308,7 +292,7 @@ static void send_all(struct hb *hb)
 	struct hb_msg m = {.cluster_id = hb->cfg.cluster_id,
 	                   .node_id = hb->cfg.node_id,
 	                   .incarnation = hb->incarnation,
-	                   .time_ms = real_us() / 1000u};
+	                   .time_ms = clock_wall_ms()};
 	uint8_t pkt[HB_PKT_SIZE];
 
 	pthread_mutex_lock(&hb->mu);
@@ -340,7 +324,8 @@ static void send_all(struct hb *hb)
  */
 static void arm_expiry(struct hb *hb)
 {
-	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1, now = mono_ms();
+	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1,
+	        now = clock_mono_ms();
 
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		int64_t t = hb->heard_at[i] + dead_ms;
@@ -360,7 +345,7 @@ static void check_liveness(struct hb *hb)
 	bool changed;
 
 	pthread_mutex_lock(&hb->mu);
-	changed = update_liveness(hb, mono_ms());
+	changed = update_liveness(hb, clock_mono_ms());
 	if (changed)
 		hb->generation++;
 	pthread_mutex_unlock(&hb->mu);
@@ -443,7 +428,7 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		pthread_mutex_lock(&hb->mu);
 		if (bad) {
 			(*bad)++;
-		} else if (accept_msg(hb, path, &m, mono_ms())) {
+		} else if (accept_msg(hb, path, &m, clock_mono_ms())) {
 			hb->generation++;
 			changed = true;
 		}
@@ -625,7 +610,7 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 	hb->main_loop = main_loop;
 	hb->notify = notify;
 	hb->arg = arg;
-	hb->incarnation = real_us();
+	hb->incarnation = clock_wall_us();
 	hb->seen.n_paths = hb->cfg.n_paths;
 	pthread_mutex_init(&hb->mu, NULL);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
@@ -657,7 +642,7 @@ void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags)
 
 void hb_snapshot(struct hb *hb, struct hb_snapshot *out)
 {
-	int64_t now = mono_ms();
+	int64_t now = clock_mono_ms();
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&hb->mu);

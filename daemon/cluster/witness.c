@@ -3,6 +3,7 @@
  * The witness: codec, grant decision, the server (hakd --witness) and the node-side client.
  * See witness.h for the protocol and the lease rules.
  */
+#include "lib/clock.h"
 #include "witness.h"
 
 #include <arpa/inet.h>
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "conf/config.h"
@@ -179,14 +179,6 @@ bad:
 	return -1;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int udp_bind(const struct sockaddr_storage *ss, socklen_t len)
 {
 	int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -230,8 +222,8 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		uint32_t before =
-		    sv->st.holder && mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
-		enum wit_decision d = wit_grant(&sv->st, &req, mono_ms(), sv->lease_ms, &rep);
+		    sv->st.holder && clock_mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
+		enum wit_decision d = wit_grant(&sv->st, &req, clock_mono_ms(), sv->lease_ms, &rep);
 		if (d == WIT_DROP) {
 			sv->dropped++;
 			continue;
@@ -286,7 +278,7 @@ int wit_serve(const struct hak_config *cfg)
 	}
 	sv.st.cluster_id = cfg->cluster.cluster_id;
 	sv.lease_ms = (int64_t)(2 * cfg->cluster.deadtime * 1000.0 + 0.5);
-	sv.st.quiet_until = mono_ms() + sv.lease_ms;
+	sv.st.quiet_until = clock_mono_ms() + sv.lease_ms;
 	ev_io_init(&rx, server_rx_cb, sv.fd, EV_READ);
 	rx.data = &sv;
 	ev_io_start(loop, &rx);
@@ -376,7 +368,7 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	                    .node_id = c->node_id,
 	                    .incarnation = c->incarnation};
 	uint8_t buf[WIT_PKT_SIZE];
-	int64_t now = mono_ms();
+	int64_t now = clock_mono_ms();
 	bool ch;
 
 	(void)loop;
@@ -423,7 +415,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (!ok) {
 			c->rx_bad++;
 		} else {
-			int64_t now = mono_ms();
+			int64_t now = clock_mono_ms();
 			c->last_rx_seq = m.seq;
 			c->rx_ok++;
 			c->reply_at = now;
@@ -472,7 +464,6 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 {
 	struct wit_client *c = calloc(1, sizeof(*c));
 	struct sockaddr_storage any = {0};
-	struct timespec ts;
 	int e;
 
 	if (!c) {
@@ -488,8 +479,7 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 	c->key = hb->key;
 	c->cluster_id = hb->cluster_id;
 	c->node_id = hb->node_id;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	c->incarnation = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	c->incarnation = clock_wall_us();
 	c->lease_ms = (int64_t)(2 * hb->deadtime * 1000.0 + 0.5);
 	c->dead_ms = (int64_t)(hb->deadtime * 1000.0 + 0.5);
 	c->reply_at = -1;
@@ -545,7 +535,7 @@ void wit_client_state(struct wit_client *c, struct wit_client_state *out)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	client_eval(c, mono_ms(), out);
+	client_eval(c, clock_mono_ms(), out);
 	pthread_mutex_unlock(&c->mu);
 }
 

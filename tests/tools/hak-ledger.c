@@ -54,6 +54,8 @@
 
 #include <libnbd.h>
 
+#include "lib/clock.h"
+
 #define BLOCK_SIZE     4096u
 #define BLOCK_MAGIC    "HAKLEDGR"
 #define BLOCK_VERSION  1u
@@ -86,14 +88,6 @@ static void msg(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static uint64_t get_le64(const uint8_t *p)
@@ -657,7 +651,7 @@ static void storm_stop(struct storm *st, const char *reason)
 		return;
 	st->stopping = true;
 	st->reason = reason;
-	st->stop_at = now_s();
+	st->stop_at = clock_mono();
 }
 
 static bool err_is_disconnect(int e)
@@ -838,10 +832,10 @@ static int ms_until(double t, double now)
 /* Runs the storm until a stop; then drains in-flight writes for at most DRAIN_SECONDS. */
 static int storm_run(struct storm *st, double seconds)
 {
-	double start = now_s(), deadline = start + seconds, synced = start, now;
+	double start = clock_mono(), deadline = start + seconds, synced = start, now;
 
 	for (;;) {
-		now = now_s();
+		now = clock_mono();
 		if (got_signal)
 			storm_stop(st, got_signal == SIGINT ? "SIGINT" : "SIGTERM");
 		if (now >= deadline)
@@ -870,13 +864,13 @@ static int storm_run(struct storm *st, double seconds)
 /* A bounded polite goodbye: a hung server must not hang the tool. */
 static void storm_disconnect(struct storm *st)
 {
-	double end = now_s() + 1.0;
+	double end = clock_mono() + 1.0;
 
 	if (st->dead || st->inflight > 0 || st->flush_inflight)
 		return;
 	if (nbd_aio_disconnect(st->h, 0) < 0)
 		return;
-	while (now_s() < end && !nbd_aio_is_closed(st->h) && !nbd_aio_is_dead(st->h))
+	while (clock_mono() < end && !nbd_aio_is_closed(st->h) && !nbd_aio_is_dead(st->h))
 		storm_poll(st, 100);
 }
 
@@ -970,7 +964,7 @@ static int write_run(const struct wopts *o)
 	msg("Writer %" PRIu64 " storms blocks %" PRIu64 "..%" PRIu64 " of %s at queue depth %u, "
 	    "seed %" PRIu64 ", first generation %" PRIu64 ".",
 	    o->writer, st.first, st.first + st.nblocks - 1, o->uri, st.qd, o->seed, st.next_gen);
-	t0 = now_s();
+	t0 = clock_mono();
 	if (storm_run(&st, o->seconds) < 0)
 		goto out;
 	st.abandoned = st.inflight;
@@ -979,7 +973,7 @@ static int write_run(const struct wopts *o)
 	st.closing = true;
 	if (lout_close(&st.out) < 0)
 		goto out;
-	storm_report(&st, (st.stopping ? st.stop_at : now_s()) - t0);
+	storm_report(&st, (st.stopping ? st.stop_at : clock_mono()) - t0);
 	ret = 0;
 out:
 	storm_free(&st);

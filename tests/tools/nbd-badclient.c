@@ -23,10 +23,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hak/nbd.h>
+
+#include "lib/clock.h"
 
 #define IO_TIMEOUT_MS 10000
 #define MiB           (1024u * 1024u)
@@ -75,14 +76,6 @@ static void check_ok(const char *fmt, ...)
 	printf("\n");
 	va_end(ap);
 	fflush(stdout);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The server's resident set in KiB, or -1 when there is no --pid or it is gone. */
@@ -201,12 +194,12 @@ static int write_full(int fd, const void *buf, size_t n)
  */
 static bool expect_close(int fd, int ms, size_t *extra)
 {
-	double deadline = now_s() + ms / 1000.0;
+	double deadline = clock_mono() + ms / 1000.0;
 	char buf[4096];
 	ssize_t r;
 
 	*extra = 0;
-	while (now_s() < deadline) {
+	while (clock_mono() < deadline) {
 		if (wait_fd(fd, POLLIN, 200) < 0) {
 			if (errno == ETIMEDOUT)
 				continue;
@@ -773,7 +766,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 {
 	static unsigned char zeros[256 * 1024];
 	struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
-	double idle_since = now_s();
+	double idle_since = clock_mono();
 	ssize_t r;
 
 	while (len > 0) {
@@ -787,7 +780,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 		if (p.revents & (POLLERR | POLLHUP))
 			return 1;
 		if (!(p.revents & POLLOUT)) {
-			if (now_s() - idle_since > 10)
+			if (clock_mono() - idle_since > 10)
 				return -1;
 			continue;
 		}
@@ -797,7 +790,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 			return 1;
 		if (r > 0) {
 			len -= (uint64_t)r;
-			idle_since = now_s();
+			idle_since = clock_mono();
 		}
 	}
 	return 0;
@@ -866,13 +859,13 @@ static void case_flood(const struct opts *o)
 	if (!conn_go(o, &c))
 		return;
 	rss_start(&w, o->pid);
-	t_start = idle_since = now_s();
+	t_start = idle_since = clock_mono();
 	t_end = t_start + 5;
 	/*
 	 * Unix sockets let a small send through now and then even when poll() says the buffer is
 	 * full, so "stopped reading" is judged by memory, and the sending is capped in time.
 	 */
-	while (sent < nreq && now_s() - idle_since < 2 && now_s() < t_end) {
+	while (sent < nreq && clock_mono() - idle_since < 2 && clock_mono() < t_end) {
 		ssize_t r;
 
 		if (done == 0) {
@@ -890,16 +883,16 @@ static void case_flood(const struct opts *o)
 			break;
 		if (r > 0) {
 			done += (size_t)r;
-			idle_since = now_s();
+			idle_since = clock_mono();
 			if (done == sizeof(h)) {
 				done = 0;
 				sent++;
 			}
 		}
 	}
-	t_end = now_s();
+	t_end = clock_mono();
 	/* Give the server time to (wrongly) keep reading and queueing. */
-	for (double t = now_s() + 3; now_s() < t; usleep(100 * 1000))
+	for (double t = clock_mono() + 3; clock_mono() < t; usleep(100 * 1000))
 		rss_sample(&w);
 	check_ok("%d of %d requests went into the socket in %.1f s", sent, nreq, t_end - t_start);
 	if (!server_alive(o->pid))
