@@ -91,7 +91,8 @@ SHIM_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard kmod-shim/*.c))
 $(BUILD)/hak-attach: $(SHIM_OBJ) $(LIBHAK)
 	$(call echo_cmd,LD,$@)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+# The shim's objects come before the archives: they call into libhak too (errbuf).
+$(BUILD)/tests/unit/%: tests/unit/%.c $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ)) $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK)
 	@mkdir -p $(dir $@)
 	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -Itests/unit -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
 

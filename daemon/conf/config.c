@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,19 +32,6 @@
 #define CONFIG_MAX_OFFSET   65534u
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	conf_parse_verror(ps, line, col, fmt, ap);
-	va_end(ap);
-	return -1;
-}
 
 static const char *const mode_names[] = {"sync", "memsync", "async"};
 
@@ -361,7 +347,7 @@ static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
 	struct hak_config *cfg = base;
 
 	if (!conf_schema_name_valid(v->text))
-		return perr(
+		return conf_parse_error(
 		    ps, v->line, v->col,
 		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' or "
 		    "'-', as in the 'node NAME {' sections.",
@@ -381,15 +367,17 @@ static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
 		return conf_schema_addr_error(ps, k, v, why,
 		                              "192.0.2.1:7789 or [2001:db8::1]:7789");
 	if (hp.family == AF_UNSPEC)
-		return perr(ps, v->line, v->col,
-		            "address '%.80s' of node '%s' has a host name; write the node's IP "
-		            "address, like 192.0.2.1:7789 or [2001:db8::1]:7789.",
-		            v->text, n->name);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "address '%.80s' of node '%s' has a host name; write the node's IP "
+		    "address, like 192.0.2.1:7789 or [2001:db8::1]:7789.",
+		    v->text, n->name);
 	if (strcmp(hp.host, "0.0.0.0") == 0 || strcmp(hp.host, "::") == 0)
-		return perr(ps, v->line, v->col,
-		            "address '%.80s' of node '%s' is the wildcard address; the peer "
-		            "connects to it, so write the node's own IP address.",
-		            v->text, n->name);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "address '%.80s' of node '%s' is the wildcard address; the peer "
+		    "connects to it, so write the node's own IP address.",
+		    v->text, n->name);
 	_Static_assert(sizeof(n->host) <= sizeof(hp.host), "host buffers");
 	memcpy(n->host, hp.host, sizeof(n->host));
 	n->host[sizeof(n->host) - 1] = '\0';
@@ -407,10 +395,11 @@ static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
 	if (len < 1 || len > CONFIG_HOSTNAME_MAX || v->text[0] == '.' || v->text[0] == '-' ||
 	    strspn(v->text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
 	        len)
-		return perr(ps, v->line, v->col,
-		            "Bad %s '%.80s' for node '%s'; use 1 to %u letters, digits, '-', '_' "
-		            "or '.', as the 'hostname' command prints it.",
-		            k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "Bad %s '%.80s' for node '%s'; use 1 to %u letters, digits, '-', '_' "
+		    "or '.', as the 'hostname' command prints it.",
+		    k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
 	return conf_schema_set_string(ps, &n->hostname, v->text);
 }
 
@@ -426,10 +415,11 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 		return 0;
 	}
 	if (v->text[0] != '/')
-		return perr(ps, v->line, v->col,
-		            "%s '%.80s' must be 'internal' or an absolute path (starting with "
-		            "'/').",
-		            k->key, v->text);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s '%.80s' must be 'internal' or an absolute path (starting with "
+		    "'/').",
+		    k->key, v->text);
 	vol->meta_internal = false;
 	return conf_schema_set_string(ps, &vol->meta_path, v->text);
 }
@@ -444,7 +434,7 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 
 	for (n->n_heartbeat = 0; v; v = v->next) {
 		if (n->n_heartbeat == HAK_MAX_PATHS)
-			return perr(
+			return conf_parse_error(
 			    ps, v->line, v->col,
 			    "Node '%s' lists more than %u heartbeat addresses; use at most %u "
 			    "paths.",
@@ -454,16 +444,17 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 			                              "192.0.2.1:7790 or [2001:db8::1]:7790");
 		if (hp.family == AF_UNSPEC || strcmp(hp.host, "0.0.0.0") == 0 ||
 		    strcmp(hp.host, "::") == 0)
-			return perr(ps, v->line, v->col,
-			            "heartbeat-address '%.80s' of node '%s' is not a specific IP "
-			            "address; write the node's own IP on that path, like "
-			            "192.0.2.1:7790.",
-			            v->text, n->name);
+			return conf_parse_error(
+			    ps, v->line, v->col,
+			    "heartbeat-address '%.80s' of node '%s' is not a specific IP "
+			    "address; write the node's own IP on that path, like "
+			    "192.0.2.1:7790.",
+			    v->text, n->name);
 		struct hak_hb_addr *a = &n->heartbeat[n->n_heartbeat];
 		for (unsigned i = 0; i < n->n_heartbeat; i++)
 			if (n->heartbeat[i].port == hp.port &&
 			    strcmp(n->heartbeat[i].host, hp.host) == 0)
-				return perr(
+				return conf_parse_error(
 				    ps, v->line, v->col,
 				    "heartbeat-address '%.80s' of node '%s' is listed twice; each "
 				    "path needs its own address.",
@@ -483,10 +474,11 @@ static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
 {
 	struct hak_volume_cfg *vol = base;
 	if (!conf_schema_name_valid(v->text))
-		return perr(ps, v->line, v->col,
-		            "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
-		            "or '-', as in the 'node NAME {' sections.",
-		            v->text, k->key, CONF_SCHEMA_NAME_MAX);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
+		    "or '-', as in the 'node NAME {' sections.",
+		    v->text, k->key, CONF_SCHEMA_NAME_MAX);
 	return conf_schema_set_string(ps, &vol->sb_discard_node, v->text);
 }
 
@@ -622,9 +614,10 @@ static int volume_check_sizes(struct conf_parse *ps, const struct conf_block *bl
 		d = conf_parse_find(blk, "block-size-min");
 	conf_parse_fmt_size(v->max_payload, a, sizeof(a));
 	conf_parse_fmt_size(min, b, sizeof(b));
-	return perr(ps, d ? d->line : blk->line, d ? d->col : blk->col,
-	            "max-payload %s of volume '%s' is not a multiple of its minimum block size %s.",
-	            a, v->name, b);
+	return conf_parse_error(
+	    ps, d ? d->line : blk->line, d ? d->col : blk->col,
+	    "max-payload %s of volume '%s' is not a multiple of its minimum block size %s.", a,
+	    v->name, b);
 }
 
 /* A timeout no longer than the interval would drop a healthy peer between two pings. */
@@ -640,10 +633,11 @@ static int volume_check_ping(struct conf_parse *ps, const struct conf_block *blk
 	            &line, &col);
 	conf_parse_fmt_duration(duration_usec(v->ping_interval), iv, sizeof(iv));
 	conf_parse_fmt_duration(duration_usec(v->ping_timeout), to, sizeof(to));
-	return perr(ps, line, col,
-	            "ping-timeout %s of volume '%s' must be longer than its ping-interval %s, or a "
-	            "healthy peer would be dropped between two pings.",
-	            to, v->name, iv);
+	return conf_parse_error(
+	    ps, line, col,
+	    "ping-timeout %s of volume '%s' must be longer than its ping-interval %s, or a "
+	    "healthy peer would be dropped between two pings.",
+	    to, v->name, iv);
 }
 
 /* discard-node names the victim of one policy and means nothing with another. */
@@ -656,14 +650,16 @@ static int volume_check_sb(struct conf_parse *ps, const struct conf_block *blk,
 		return 0;
 	setting_pos(blk, want ? "after-split-brain" : "discard-node", &line, &col);
 	if (want)
-		return perr(ps, line, col,
-		            "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
-		            "NAME' naming the node whose changes are dropped; add it.",
-		            v->name);
-	return perr(ps, line, col,
-	            "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
-	            "'after-split-brain discard-node' or remove discard-node.",
-	            v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
+		    "NAME' naming the node whose changes are dropped; add it.",
+		    v->name);
+	return conf_parse_error(
+	    ps, line, col,
+	    "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
+	    "'after-split-brain discard-node' or remove discard-node.",
+	    v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
 }
 
 /* Fewer slots than one request may span would let a wide write wait forever. */
@@ -675,10 +671,11 @@ static int volume_check_al(struct conf_parse *ps, const struct conf_block *blk,
 	if (v->al_extents == 0 || v->al_extents >= 64)
 		return 0;
 	setting_pos(blk, "al-extents", &line, &col);
-	return perr(ps, line, col,
-	            "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
-	            "or 64 to %u.",
-	            v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
+	return conf_parse_error(
+	    ps, line, col,
+	    "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
+	    "or 64 to %u.",
+	    v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
 }
 
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
@@ -741,12 +738,12 @@ static int check_meta(struct conf_parse *ps, struct hak_config *cfg, const struc
 		int is_backing = strcmp(o->backing, v->meta_path) == 0;
 		setting_pos(c, "meta-disk", &line, &col);
 		if (o == v)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "The metadata file of volume '%s' is its backing '%.80s'; write "
 			    "'meta-disk internal' to keep the metadata on the backing store.",
 			    v->name, v->backing);
-		return perr(
+		return conf_parse_error(
 		    ps, line, col,
 		    "The metadata file '%.80s' of volume '%s' is also the %s of volume "
 		    "'%s' (line %u); give each volume its own meta-disk, or use 'internal'.",
@@ -765,7 +762,7 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 	unsigned line, col;
 
 	if (!b)
-		return perr(
+		return conf_parse_error(
 		    ps, a->line, a->col,
 		    "Node '%s' is the only node section; replication needs exactly two, so "
 		    "add the peer's 'node NAME { address IP:PORT }' section, or remove this "
@@ -773,18 +770,20 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 		    na->name);
 	if (na->family == nb->family && na->port == nb->port && strcmp(na->host, nb->host) == 0) {
 		setting_pos(b, "address", &line, &col);
-		return perr(ps, line, col,
-		            "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
-		            "node needs its own.",
-		            nb->name, nb->address, na->name, na->line);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
+		    "node needs its own.",
+		    nb->name, nb->address, na->name, na->line);
 	}
 	if (strcmp(na->hostname, nb->hostname) == 0) {
 		setting_pos(b, "hostname", &line, &col);
-		return perr(ps, line, col,
-		            "Node '%s' has the same hostname '%.80s' as node '%s' (line %u), so "
-		            "hakd could not tell which one it runs on; set 'hostname' to each "
-		            "machine's own hostname.",
-		            nb->name, nb->hostname, na->name, na->line);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has the same hostname '%.80s' as node '%s' (line %u), so "
+		    "hakd could not tell which one it runs on; set 'hostname' to each "
+		    "machine's own hostname.",
+		    nb->name, nb->hostname, na->name, na->line);
 	}
 	return 0;
 }
@@ -804,13 +803,15 @@ static int check_nodes(struct conf_parse *ps, const struct hak_config *cfg,
 			return 0;
 	d = conf_parse_find(g, "node");
 	if (!cfg->n_nodes)
-		return perr(ps, d->vals->line, d->vals->col,
-		            "The global 'node %s' names a node, but there are no node sections; "
-		            "remove it, or add the two 'node NAME {' sections.",
-		            cfg->node_name);
-	return perr(ps, d->vals->line, d->vals->col,
-	            "The global 'node %s' names no node section; the nodes are '%s' and '%s'.",
-	            cfg->node_name, cfg->nodes[0].name, cfg->nodes[1].name);
+		return conf_parse_error(
+		    ps, d->vals->line, d->vals->col,
+		    "The global 'node %s' names a node, but there are no node sections; "
+		    "remove it, or add the two 'node NAME {' sections.",
+		    cfg->node_name);
+	return conf_parse_error(
+	    ps, d->vals->line, d->vals->col,
+	    "The global 'node %s' names no node section; the nodes are '%s' and '%s'.",
+	    cfg->node_name, cfg->nodes[0].name, cfg->nodes[1].name);
 }
 
 /* The arena keeps the text of an offset for the uniqueness table. */
@@ -846,12 +847,12 @@ static int check_shared_ip(struct conf_parse *ps, const struct hak_config *cfg,
 		if (!other)
 			continue;
 		setting_pos(c, "replication-port-offset", &line, &col);
-		return perr(ps, line, col,
-		            "Volume '%s' would listen on port %u of node '%s', which volume '%s' "
-		            "uses on node '%s'; both nodes have the IP %s, so choose offsets or "
-		            "node ports farther apart.",
-		            v->name, na->port + v->port_offset, na->name, other->name, nb->name,
-		            na->host);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' would listen on port %u of node '%s', which volume '%s' "
+		    "uses on node '%s'; both nodes have the IP %s, so choose offsets or "
+		    "node ports farther apart.",
+		    v->name, na->port + v->port_offset, na->name, other->name, nb->name, na->host);
 	}
 	return 0;
 }
@@ -879,7 +880,7 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 		const struct hak_volume_cfg *v = &cfg->volumes[i];
 		setting_pos(c, "replication-port-offset", &line, &col);
 		if (top + v->port_offset > 65535)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "replication-port-offset %u of volume '%s' goes past port 65535 "
 			    "on node '%s' (port %u); use at most %u.",
@@ -889,7 +890,7 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 		    conf_parse_unique(ps, &ns_offsets, text, c, &first) < 0)
 			return -1;
 		if (first)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Volume '%s' has the same replication-port-offset %u as volume "
 			    "'%s' (line %u); with nodes, each volume needs its own port, so "
@@ -920,21 +921,23 @@ static int check_paths(struct conf_parse *ps, const struct hak_config *cfg,
 
 	setting_pos(b, "heartbeat-address", &line, &col);
 	if (na->n_heartbeat != nb->n_heartbeat)
-		return perr(ps, line, col,
-		            "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
-		            "address per path on each node, in the same order.",
-		            nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
+		    "address per path on each node, in the same order.",
+		    nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
 	for (unsigned i = 0; i < na->n_heartbeat; i++) {
 		const struct hak_hb_addr *x = &na->heartbeat[i], *y = &nb->heartbeat[i];
 		if (x->family != y->family)
-			return perr(ps, line, col,
-			            "Heartbeat path %u joins an IPv%d address of node '%s' to an "
-			            "IPv%d address of node '%s'; both ends of a path need the same "
-			            "family.",
-			            i + 1, x->family == AF_INET ? 4 : 6, na->name,
-			            y->family == AF_INET ? 4 : 6, nb->name);
+			return conf_parse_error(
+			    ps, line, col,
+			    "Heartbeat path %u joins an IPv%d address of node '%s' to an "
+			    "IPv%d address of node '%s'; both ends of a path need the same "
+			    "family.",
+			    i + 1, x->family == AF_INET ? 4 : 6, na->name,
+			    y->family == AF_INET ? 4 : 6, nb->name);
 		if (x->port == y->port && strcmp(x->host, y->host) == 0)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Heartbeat path %u has the same address %s port %u on both nodes; "
 			    "each end needs its own.",
@@ -954,22 +957,23 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 		if (!cfg->nodes[i].n_heartbeat)
 			continue;
 		setting_pos(nb, "heartbeat-address", &line, &col);
-		return perr(ps, line, col,
-		            "heartbeat-address of node '%s' is used only by the cluster manager; "
-		            "add a 'cluster { auth-key-file PATH }' section, or remove it.",
-		            cfg->nodes[i].name);
+		return conf_parse_error(
+		    ps, line, col,
+		    "heartbeat-address of node '%s' is used only by the cluster manager; "
+		    "add a 'cluster { auth-key-file PATH }' section, or remove it.",
+		    cfg->nodes[i].name);
 	}
 	if (!cl->present)
 		return 0;
 	if (cfg->n_nodes != 2)
-		return perr(
+		return conf_parse_error(
 		    ps, c->line, c->col,
 		    "The cluster section needs the two 'node NAME {' sections it fails over "
 		    "between; add them, or remove the cluster section.");
 	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
 		if (cfg->nodes[i].n_heartbeat < 2) {
 			setting_pos(nb, "heartbeat-address", &line, &col);
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Node '%s' has %u heartbeat paths; the cluster needs at least two "
 			    "(for example the replication and the service network), so one "
@@ -980,22 +984,24 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 	if (cl->preferred_node && strcmp(cl->preferred_node, cfg->nodes[0].name) != 0 &&
 	    strcmp(cl->preferred_node, cfg->nodes[1].name) != 0) {
 		setting_pos(c, "preferred-node", &line, &col);
-		return perr(ps, line, col,
-		            "preferred-node '%s' is not a node; the nodes are %s and %s.",
-		            cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
+		return conf_parse_error(
+		    ps, line, col, "preferred-node '%s' is not a node; the nodes are %s and %s.",
+		    cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
 	}
 	if (!cl->quorum && !cl->fence_hook) {
 		setting_pos(c, "quorum", &line, &col);
-		return perr(ps, line, col,
-		            "quorum no needs a fence-hook: without the witness's vote only a "
-		            "successful fence may let a node promote; add fence-hook PATH.");
+		return conf_parse_error(
+		    ps, line, col,
+		    "quorum no needs a fence-hook: without the witness's vote only a "
+		    "successful fence may let a node promote; add fence-hook PATH.");
 	}
 	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
 		setting_pos(c, "deadtime", &line, &col);
-		return perr(ps, line, col,
-		            "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
-		            "late packet would declare the peer dead; raise deadtime.",
-		            cl->deadtime, cl->heartbeat_interval);
+		return conf_parse_error(
+		    ps, line, col,
+		    "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
+		    "late packet would declare the peer dead; raise deadtime.",
+		    cl->deadtime, cl->heartbeat_interval);
 	}
 	return check_paths(ps, cfg, root);
 }
@@ -1011,10 +1017,11 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		const struct hak_volume_cfg *v = &cfg->volumes[i++];
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
-			return perr(ps, val->line, val->col,
-			            "nbd-socket of volume '%s' is the control socket '%.80s'; use "
-			            "another path.",
-			            v->name, v->nbd_socket);
+			return conf_parse_error(
+			    ps, val->line, val->col,
+			    "nbd-socket of volume '%s' is the control socket '%.80s'; use "
+			    "another path.",
+			    v->name, v->nbd_socket);
 		}
 	}
 	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
