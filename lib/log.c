@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,11 +65,6 @@ static void log_emit(enum log_level level, const char *prefix, const char *fmt, 
 	pthread_mutex_unlock(&log_lock);
 out:
 	errno = saved;
-}
-
-void log_vmsg(enum log_level level, const char *fmt, va_list ap)
-{
-	log_emit(level, "", fmt, ap);
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

@@ -97,11 +97,6 @@ uint32_t bitmap_block_size(const struct bitmap *bm)
 	return bm->block_size;
 }
 
-uint64_t bitmap_volume_bytes(const struct bitmap *bm)
-{
-	return bm->volume_bytes;
-}
-
 uint64_t bitmap_bit_offset(const struct bitmap *bm, uint64_t bit)
 {
 	return bit << bm->shift;
