@@ -925,31 +925,6 @@ out:
 	return rc;
 }
 
-int meta_create(const char *path_or_dev, bool internal, uint64_t backing_bytes,
-                uint32_t bitmap_block_size, const uint8_t uuid[16], bool blank, const char *node,
-                struct meta_sb *out)
-{
-	struct meta_create_args a = {
-	    .internal = internal,
-	    .backing_bytes = backing_bytes,
-	    .bitmap_block_size = bitmap_block_size,
-	    .blank = blank,
-	    .node = node,
-	};
-	char err[META_ERR_LEN];
-	int rc;
-
-	memcpy(a.uuid, uuid, 16);
-	rc = meta_create_ex(path_or_dev, &a, out, err, sizeof(err));
-	if (rc < 0) {
-		int e = errno;
-
-		log_err("%s", err);
-		errno = e;
-	}
-	return rc;
-}
-
 static const char *const flag_names[] = {
     "CONSISTENT", "UPTODATE", "PRIMARY", "CLEAN", "RESYNC_TARGET", "PEER_OUTDATED", "SPLIT_BRAIN",
 };

@@ -9,7 +9,7 @@
 
 #define META_ALLOC "base:allocation"
 
-int nbd_buf_put(struct nbd_buf *b, const void *p, size_t n)
+static int nbd_buf_put(struct nbd_buf *b, const void *p, size_t n)
 {
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
@@ -81,7 +81,8 @@ static int opt_error(struct nbd_buf *out, uint32_t opt, uint32_t type, const cha
 	return opt_reply(out, opt, type, msg, (uint32_t)n);
 }
 
-uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e)
+/* Transmission flags for an export given the negotiated state. */
+static uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e)
 {
 	uint16_t f = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
 	             NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
