@@ -42,7 +42,10 @@ const char *hb_verdict_name(enum hb_verdict v)
 
 /* ---- codec ---- */
 
-int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
+static const struct hb_frame hb_frame = {HB_MAGIC, HB_VERSION, HB_PKT_SIZE, HB_MAC_OFFSET};
+
+/* HMAC-SHA256 of buf[0..len) under key. 0, or -1 with errno EIO. */
+static int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
 {
 	unsigned mdlen = 0;
 
@@ -54,10 +57,33 @@ int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out
 	return 0;
 }
 
+int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *buf)
+{
+	be_put32(buf, f->magic);
+	buf[4] = f->version;
+	return hb_mac(key, buf, f->mac_offset, buf + f->mac_offset);
+}
+
+enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, size_t len,
+                               const struct hb_key *key)
+{
+	uint8_t want[32];
+
+	if (len != f->size)
+		return HB_BAD_SIZE;
+	if (be_get32(buf) != f->magic)
+		return HB_BAD_MAGIC;
+	if (buf[4] != f->version)
+		return HB_BAD_VERSION;
+	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
+	if (hb_mac(key, buf, f->mac_offset, want) < 0 ||
+	    CRYPTO_memcmp(want, buf + f->mac_offset, sizeof(want)) != 0)
+		return HB_BAD_MAC;
+	return HB_OK;
+}
+
 int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE])
 {
-	be_put32(buf, HB_MAGIC);
-	buf[4] = HB_VERSION;
 	buf[5] = m->path;
 	buf[6] = m->role;
 	buf[7] = m->disk;
@@ -68,24 +94,16 @@ int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_P
 	be_put64(buf + 32, m->time_ms);
 	be_put16(buf + 40, m->flags);
 	be_put16(buf + 42, 0);
-	return hb_mac(key, buf, HB_MAC_OFFSET, buf + HB_MAC_OFFSET);
+	return hb_frame_seal(&hb_frame, key, buf);
 }
 
 enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
                           struct hb_msg *m)
 {
-	uint8_t want[32];
+	enum hb_verdict v = hb_frame_check(&hb_frame, buf, len, key);
 
-	if (len != HB_PKT_SIZE)
-		return HB_BAD_SIZE;
-	if (be_get32(buf) != HB_MAGIC)
-		return HB_BAD_MAGIC;
-	if (buf[4] != HB_VERSION)
-		return HB_BAD_VERSION;
-	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
-	if (hb_mac(key, buf, HB_MAC_OFFSET, want) < 0 ||
-	    CRYPTO_memcmp(want, buf + HB_MAC_OFFSET, sizeof(want)) != 0)
-		return HB_BAD_MAC;
+	if (v != HB_OK)
+		return v;
 	if (buf[5] >= HB_MAX_PATHS || buf[6] > CLUSTER_PRIMARY || buf[7] >= CLUSTER_DISK_COUNT ||
 	    (be_get16(buf + 40) & ~HB_F_ALL) || be_get16(buf + 42) != 0)
 		return HB_BAD_FIELD;

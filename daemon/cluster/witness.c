@@ -3,7 +3,6 @@
  * The witness: codec, grant decision, the server (hakd --witness) and the node-side client.
  * See witness.h for the protocol and the lease rules.
  */
-#include "lib/clock.h"
 #include "witness.h"
 
 #include <arpa/inet.h>
@@ -12,8 +11,6 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +20,7 @@
 
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
 #include "lib/proc.h"
@@ -40,10 +38,10 @@ const char *wit_decision_name(enum wit_decision d)
 
 /* ---- codec ---- */
 
+static const struct hb_frame wit_frame = {WIT_MAGIC, WIT_VERSION, WIT_PKT_SIZE, WIT_MAC_OFFSET};
+
 int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
 {
-	be_put32(buf, WIT_MAGIC);
-	buf[4] = WIT_VERSION;
 	buf[5] = m->type;
 	buf[6] = (uint8_t)(m->flags >> 8);
 	buf[7] = (uint8_t)m->flags;
@@ -53,24 +51,17 @@ int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WI
 	be_put64(buf + 24, m->seq);
 	be_put32(buf + 32, m->holder);
 	be_put32(buf + 36, m->lease_ms);
-	return hb_mac(key, buf, WIT_MAC_OFFSET, buf + WIT_MAC_OFFSET);
+	return hb_frame_seal(&wit_frame, key, buf);
 }
 
 enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
                            struct wit_msg *m)
 {
-	uint8_t want[32];
+	enum hb_verdict v = hb_frame_check(&wit_frame, buf, len, key);
 	uint16_t flags;
 
-	if (len != WIT_PKT_SIZE)
-		return HB_BAD_SIZE;
-	if (be_get32(buf) != WIT_MAGIC)
-		return HB_BAD_MAGIC;
-	if (buf[4] != WIT_VERSION)
-		return HB_BAD_VERSION;
-	if (hb_mac(key, buf, WIT_MAC_OFFSET, want) < 0 ||
-	    CRYPTO_memcmp(want, buf + WIT_MAC_OFFSET, sizeof(want)) != 0)
-		return HB_BAD_MAC;
+	if (v != HB_OK)
+		return v;
 	flags = (uint16_t)(buf[6] << 8 | buf[7]);
 	if ((buf[5] != WIT_REQUEST && buf[5] != WIT_REPLY) || (flags & ~WIT_F_ALL) ||
 	    be_get32(buf + 12) < 1 || be_get32(buf + 12) > 2 || be_get32(buf + 32) > 2)
