@@ -2,7 +2,6 @@
 #include "attach.h"
 
 #include <ctype.h>
-#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -15,6 +14,7 @@
 
 #include <netlink/genl/ctrl.h>
 
+#include "lib/endian.h"
 #include "lib/errbuf.h"
 
 _Static_assert(ATTACH_KFLAG_HAS_FLAGS == NBD_FLAG_HAS_FLAGS, "HAS_FLAGS differs from the kernel");
@@ -29,48 +29,6 @@ _Static_assert(ATTACH_KFLAG_CAN_MULTI_CONN == NBD_FLAG_CAN_MULTI_CONN, "CAN_MULT
 /* A GO exchange is a handful of small replies; anything bigger is a broken or hostile server. */
 #define ATTACH_MAX_REPLY_LEN (UINT32_C(1) << 20)
 #define ATTACH_MAX_REPLIES   64
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be64toh(v);
-}
 
 /*
  * Move exactly len bytes. poll() bounds each step instead of SO_RCVTIMEO because the kernel keeps
@@ -194,9 +152,9 @@ static int hs_greeting(int fd, uint16_t *hsflags, char *err, size_t errlen)
 		io_fail(err, errlen, "reading its greeting");
 		goto out;
 	}
-	magic = get64(buf);
-	opts = get64(buf + 8);
-	*hsflags = get16(buf + 16);
+	magic = be_get64(buf);
+	opts = be_get64(buf + 8);
+	*hsflags = be_get16(buf + 16);
 	if (magic != NBD_MAGIC_INIT) {
 		errbuf_set(
 		    err, errlen,
@@ -233,9 +191,9 @@ static int opt_send(int fd, uint32_t opt, const void *data, uint32_t len)
 	uint8_t hdr[NBD_OPT_HEADER_SIZE];
 	int ret = -1;
 
-	put64(hdr, NBD_MAGIC_OPTS);
-	put32(hdr + 8, opt);
-	put32(hdr + 12, len);
+	be_put64(hdr, NBD_MAGIC_OPTS);
+	be_put32(hdr + 8, opt);
+	be_put32(hdr + 12, len);
 	if (xfer(fd, hdr, sizeof(hdr), true) < 0)
 		goto out;
 	if (len > 0 && xfer(fd, (void *)data, len, true) < 0)
@@ -253,11 +211,11 @@ static int opt_send_go(int fd, const char *export, size_t namelen)
 {
 	uint8_t buf[4 + NBD_MAX_STRING + 6];
 
-	put32(buf, (uint32_t)namelen);
+	be_put32(buf, (uint32_t)namelen);
 	memcpy(buf + 4, export, namelen);
-	put16(buf + 4 + namelen, 2);
-	put16(buf + 6 + namelen, NBD_INFO_BLOCK_SIZE);
-	put16(buf + 8 + namelen, NBD_INFO_NAME);
+	be_put16(buf + 4 + namelen, 2);
+	be_put16(buf + 6 + namelen, NBD_INFO_BLOCK_SIZE);
+	be_put16(buf + 8 + namelen, NBD_INFO_NAME);
 	return opt_send(fd, NBD_OPT_GO, buf, (uint32_t)(namelen + 10));
 }
 
@@ -297,17 +255,17 @@ static int rep_read_hdr(int fd, uint32_t opt, struct rep_hdr *r, char *err, size
 		io_fail(err, errlen, "reading an option reply");
 		goto out;
 	}
-	r->type = get32(buf + 12);
-	r->len = get32(buf + 16);
-	if (get64(buf) != NBD_MAGIC_OPT_REPLY) {
+	r->type = be_get32(buf + 12);
+	r->len = be_get32(buf + 16);
+	if (be_get64(buf) != NBD_MAGIC_OPT_REPLY) {
 		errbuf_set(err, errlen,
 		           "The NBD server sent an option reply with bad magic 0x%016llx.",
-		           (unsigned long long)get64(buf));
+		           (unsigned long long)be_get64(buf));
 		proto_fail(EPROTO);
-	} else if (get32(buf + 8) != opt) {
+	} else if (be_get32(buf + 8) != opt) {
 		errbuf_set(err, errlen,
 		           "The NBD server answered option %u while option %u was asked.",
-		           get32(buf + 8), opt);
+		           be_get32(buf + 8), opt);
 		proto_fail(EPROTO);
 	} else if (r->len > ATTACH_MAX_REPLY_LEN) {
 		errbuf_set(err, errlen,
@@ -364,7 +322,7 @@ static int rep_info(int fd, const struct rep_hdr *r, struct attach_export *out, 
 		io_fail(err, errlen, "reading NBD_REP_INFO");
 		goto out;
 	}
-	type = get16(buf);
+	type = be_get16(buf);
 	if ((type == NBD_INFO_EXPORT && r->len != 12) ||
 	    (type == NBD_INFO_BLOCK_SIZE && r->len != 14)) {
 		errbuf_set(err, errlen, "The NBD server sent information type %u with length %u.",
@@ -373,13 +331,13 @@ static int rep_info(int fd, const struct rep_hdr *r, struct attach_export *out, 
 		goto out;
 	}
 	if (type == NBD_INFO_EXPORT) {
-		out->size = get64(buf + 2);
-		out->flags = get16(buf + 10);
+		out->size = be_get64(buf + 2);
+		out->flags = be_get16(buf + 10);
 		*have_export = true;
 	} else if (type == NBD_INFO_BLOCK_SIZE) {
-		out->min_block = get32(buf + 2);
-		out->pref_block = get32(buf + 6);
-		out->max_block = get32(buf + 10);
+		out->min_block = be_get32(buf + 2);
+		out->pref_block = be_get32(buf + 6);
+		out->max_block = be_get32(buf + 10);
 		out->has_block_size = true;
 		if (!pow2(out->min_block) || !pow2(out->pref_block) ||
 		    out->max_block < out->min_block) {
@@ -478,8 +436,8 @@ static int export_name_fallback(int fd, const char *export, size_t namelen, bool
 		proto_fail(ENOENT);
 		goto out;
 	}
-	out->size = get64(buf);
-	out->flags = get16(buf + 8);
+	out->size = be_get64(buf);
+	out->flags = be_get16(buf + 8);
 	ret = 0;
 out:
 	return ret;
@@ -491,9 +449,9 @@ static void opt_abort(int fd)
 	uint8_t hdr[NBD_OPT_HEADER_SIZE];
 	int e = errno;
 
-	put64(hdr, NBD_MAGIC_OPTS);
-	put32(hdr + 8, NBD_OPT_ABORT);
-	put32(hdr + 12, 0);
+	be_put64(hdr, NBD_MAGIC_OPTS);
+	be_put32(hdr + 8, NBD_OPT_ABORT);
+	be_put32(hdr + 12, 0);
 	(void)!send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT);
 	errno = e;
 }
@@ -519,7 +477,7 @@ int attach_handshake(int fd, const char *export, struct attach_export *out, char
 	if (hs_greeting(fd, &hsflags, err, errlen) < 0)
 		goto out;
 	/* Only echo NO_ZEROES when offered: a server that did not offer it would reject it. */
-	put32(cflags, NBD_FLAG_C_FIXED_NEWSTYLE | (hsflags & NBD_FLAG_NO_ZEROES));
+	be_put32(cflags, NBD_FLAG_C_FIXED_NEWSTYLE | (hsflags & NBD_FLAG_NO_ZEROES));
 	if (xfer(fd, cflags, sizeof(cflags), true) < 0 || opt_send_go(fd, export, namelen) < 0) {
 		io_fail(err, errlen, "sending NBD_OPT_GO");
 		goto out;
