@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <netlink/genl/ctrl.h>
 
 #include "lib/endian.h"
 #include "lib/errbuf.h"
+#include "lib/usock.h"
 
 _Static_assert(ATTACH_KFLAG_HAS_FLAGS == NBD_FLAG_HAS_FLAGS, "HAS_FLAGS differs from the kernel");
 _Static_assert(ATTACH_KFLAG_READ_ONLY == NBD_FLAG_READ_ONLY, "READ_ONLY differs from the kernel");
@@ -777,34 +777,16 @@ out:
 
 int attach_connect_unix(const char *path, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = -1, e;
+	int fd = usock_connect(path), e = errno;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		errbuf_set(err, errlen, "The socket path %s is longer than %zu bytes.", path,
-		           sizeof(sa.sun_path) - 1);
-		errno = ENAMETOOLONG;
-		goto out;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		e = errno;
-		errbuf_set(err, errlen, "Cannot create a UNIX socket: %s.", strerror(e));
-		errno = e;
-		goto out;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		e = errno;
+	if (fd < 0 && e == ENAMETOOLONG)
+		errbuf_set(err, errlen, "The socket path %s is too long for a UNIX socket.", path);
+	else if (fd < 0)
 		errbuf_set(err, errlen, "Cannot connect to hakd at %s: %s%s.", path, strerror(e),
 		           (e == ENOENT || e == ECONNREFUSED)
 		               ? " (is hakd running and serving there?)"
 		               : "");
-		close(fd);
-		fd = -1;
-		errno = e;
-	}
-out:
+	errno = e;
 	return fd;
 }
 

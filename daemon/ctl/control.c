@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/usock.h"
 
 #define MAX_CMDS 64
 
@@ -305,16 +305,9 @@ static int mkdir_parent(const char *path)
 
 int control_create(struct ev_loop *loop, const char *path, struct control **out)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct control *ctl = NULL;
 	int rc = -1, saved;
 
-	if (loop && strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("Control socket path %s is longer than %zu bytes.", path,
-		        sizeof(sa.sun_path) - 1);
-		errno = ENAMETOOLONG;
-		return -1;
-	}
 	ctl = calloc(1, sizeof(*ctl));
 	if (!ctl)
 		return -1;
@@ -328,17 +321,10 @@ int control_create(struct ev_loop *loop, const char *path, struct control **out)
 	ctl->path = strdup(path);
 	if (!ctl->path)
 		goto out;
-	strcpy(sa.sun_path, path);
 	mkdir_parent(path);
-	ctl->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ctl->lfd < 0)
-		goto out;
-	unlink(path);
-	/* Root-only: the control socket can stop the service and, later, move roles. */
-	mode_t old = umask(0177);
-	int b = bind(ctl->lfd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (b < 0 || listen(ctl->lfd, 16) < 0) {
+	/* Root-only: the control socket can stop the service and move roles. */
+	ctl->lfd = usock_listen(path, 16);
+	if (ctl->lfd < 0) {
 		log_err("Cannot listen on control socket %s: %s.", path, strerror(errno));
 		goto out;
 	}

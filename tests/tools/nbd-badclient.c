@@ -21,13 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <hak/nbd.h>
 
 #include "lib/clock.h"
 #include "lib/endian.h"
+#include "lib/usock.h"
 
 #define IO_TIMEOUT_MS 10000
 #define MiB           (1024u * 1024u)
@@ -109,22 +109,10 @@ static bool server_alive(long pid)
 
 static int conn_open(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+	int fd = usock_connect(path);
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "The socket path %s is too long.\n", path);
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		fprintf(stderr, "Cannot connect to %s: %s.\n", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
 	return fd;
 }
 
