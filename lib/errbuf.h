@@ -9,7 +9,8 @@
 
 #include <stddef.h>
 
-/* Format into err (cut to fit, always terminated); nothing when err is NULL or len is 0. */
+/* Format into err (cut to fit, always terminated); nothing when err is NULL or len is 0. errno is
+ * left as it was, so a caller can describe a failure and still return its errno. */
 void errbuf_set(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

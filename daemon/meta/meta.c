@@ -454,6 +454,17 @@ static void open_report(const char *path, bool internal, const struct probe *p, 
 	    path, internal ? " as internal metadata" : "", p->base, p->r[0].why, p->r[1].why, hint);
 }
 
+/* The end of a call that opened fd: close it unless it was handed out (fd -1), keeping errno. */
+static int close_unless_kept(int fd, int rc)
+{
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	errno = e;
+	return rc;
+}
+
 int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct meta **out, char *err,
               size_t errlen)
 {
@@ -461,25 +472,21 @@ int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct me
 	struct probe p;
 	uint64_t fsize, backing = backing_bytes;
 	bool rdonly;
-	int fd = -1, rc = -1, e;
+	int fd = -1, rc = -1;
 
 	errbuf_set(err, errlen, "%s", "");
 	*out = NULL;
 	fd = meta_open_fd(path, &rdonly);
 	if (fd < 0) {
-		e = errno;
-		errbuf_set(err, errlen, "Cannot open the metadata %s: %s.", path, strerror(e));
-		errno = e;
+		errbuf_set(err, errlen, "Cannot open the metadata %s: %s.", path, strerror(errno));
 		goto out;
 	}
 	if (file_size(fd, &fsize) < 0) {
-		e = errno;
 		errbuf_set(
 		    err, errlen,
 		    "Cannot get the size of %s (%s); metadata must be a regular file or a block "
 		    "device.",
-		    path, strerror(e));
-		errno = e;
+		    path, strerror(errno));
 		goto out;
 	}
 	if (internal && internal_backing(backing_bytes, fsize, &backing, path, err, errlen) < 0)
@@ -506,12 +513,7 @@ int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct me
 	fd = -1;
 	rc = 0;
 out:
-	if (fd >= 0) {
-		e = errno;
-		close(fd);
-		errno = e;
-	}
-	return rc;
+	return close_unless_kept(fd, rc);
 }
 
 int meta_close(struct meta *m)
@@ -810,11 +812,8 @@ static int create_gen(const struct meta_create_args *a, uint64_t *gen, char *err
 	*gen = a->blank_gen;
 	while (*gen == 0) {
 		if (getrandom(gen, sizeof(*gen), 0) != sizeof(*gen)) {
-			int e = errno;
-
 			errbuf_set(err, errlen, "Cannot get a random generation id: %s.",
-			           strerror(e));
-			errno = e;
+			           strerror(errno));
 			return -1;
 		}
 	}
@@ -879,16 +878,14 @@ int meta_create_ex(const char *path, const struct meta_create_args *a, struct me
 	struct meta_sb sb;
 	uint64_t fsize, backing, base, end, gen;
 	uint32_t bs;
-	int fd = -1, rc = -1, e;
+	int fd = -1, rc = -1;
 
 	errbuf_set(err, errlen, "%s", "");
 	if (create_validate(a, &bs, err, errlen) < 0 || create_gen(a, &gen, err, errlen) < 0)
 		goto out;
 	fd = open(path, O_RDWR | O_CLOEXEC | (a->internal ? 0 : O_CREAT), 0600);
 	if (fd < 0) {
-		e = errno;
-		errbuf_set(err, errlen, "Cannot open %s: %s.", path, strerror(e));
-		errno = e;
+		errbuf_set(err, errlen, "Cannot open %s: %s.", path, strerror(errno));
 		goto out;
 	}
 	if (create_place(fd, a, bs, path, &fsize, &backing, &base, &end, err, errlen) < 0)
@@ -907,22 +904,15 @@ int meta_create_ex(const char *path, const struct meta_create_args *a, struct me
 	sb.gen_current = gen;
 	snprintf(sb.node, sizeof(sb.node), "%s", a->node);
 	if (create_write_sbs(fd, base, &sb) < 0) {
-		e = errno;
 		errbuf_set(err, errlen, "Writing the superblocks of %s failed: %s.", path,
-		           strerror(e));
-		errno = e;
+		           strerror(errno));
 		goto out;
 	}
 	if (out)
 		*out = sb;
 	rc = 0;
 out:
-	if (fd >= 0) {
-		e = errno;
-		close(fd);
-		errno = e;
-	}
-	return rc;
+	return close_unless_kept(fd, rc);
 }
 
 static const char *const flag_names[] = {
