@@ -28,7 +28,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
-#include "lib/proc.h"
+#include "loopthread.h"
 
 static const char *const verdict_names[HB_VERDICT_COUNT] = {
     "ok",        "bad-size",        "bad-magic", "bad-version", "bad-mac",
@@ -246,15 +246,10 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
 struct hb {
 	struct hb_config cfg;
 	int fds[HB_MAX_PATHS];
-	struct ev_loop *loop; /* the heartbeat thread's own */
-	struct ev_loop *main_loop;
+	struct loopthread lt;
 	ev_timer tick;
 	ev_timer expiry; /* when the first alive path goes dead if nothing more arrives */
 	ev_io rx[HB_MAX_PATHS];
-	ev_async stop_async;   /* main → heartbeat thread */
-	ev_async notify_async; /* heartbeat thread → main loop */
-	pthread_t thread;
-	bool thread_started;
 	hb_notify_fn notify;
 	void *arg;
 	/* heartbeat thread only */
@@ -350,11 +345,11 @@ static void arm_expiry(struct hb *hb)
 		if (hb->paths[i].alive && hb->heard_at[i] >= 0 && (next < 0 || t < next))
 			next = t;
 	}
-	ev_timer_stop(hb->loop, &hb->expiry);
+	ev_timer_stop(hb->lt.loop, &hb->expiry);
 	if (next < 0)
 		return;
 	ev_timer_set(&hb->expiry, (double)(next > now ? next - now : 0) / 1000.0 + 0.001, 0.0);
-	ev_timer_start(hb->loop, &hb->expiry);
+	ev_timer_start(hb->lt.loop, &hb->expiry);
 }
 
 /* Refresh the paths' liveness now, tell the main loop if it changed, and re-arm the expiry. */
@@ -368,7 +363,7 @@ static void check_liveness(struct hb *hb)
 		hb->generation++;
 	pthread_mutex_unlock(&hb->mu);
 	if (changed)
-		ev_async_send(hb->main_loop, &hb->notify_async);
+		loopthread_notify(&hb->lt);
 	arm_expiry(hb);
 }
 
@@ -453,27 +448,14 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		pthread_mutex_unlock(&hb->mu);
 	}
 	if (changed)
-		ev_async_send(hb->main_loop, &hb->notify_async);
+		loopthread_notify(&hb->lt);
 	arm_expiry(hb);
 }
 
-static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+/* The first thing the heartbeat thread does: the peer need not wait an interval to hear us. */
+static void hb_first(void *arg)
 {
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void *hb_thread(void *arg)
-{
-	struct hb *hb = arg;
-
-	/* Heartbeats must not wait behind a busy CPU's time slice (hakd's I/O threads are
-	 * SCHED_BATCH by default); deadtimes are long enough that failing to set it is harmless. */
-	(void)proc_sched_batch(false);
-	send_all(hb); /* the peer need not wait an interval to hear us */
-	ev_run(hb->loop, 0);
-	return NULL;
+	send_all(arg);
 }
 
 static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
@@ -495,13 +477,12 @@ static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
 	hb->seen = *s;
 }
 
-static void notify_cb(struct ev_loop *loop, ev_async *w, int revents)
+/* In the main loop, after the heartbeat thread saw a change. */
+static void hb_main_notify(void *arg)
 {
-	struct hb *hb = w->data;
+	struct hb *hb = arg;
 	struct hb_snapshot s;
 
-	(void)loop;
-	(void)revents;
 	hb_snapshot(hb, &s);
 	emit_changes(hb, &s);
 	if (hb->notify)
@@ -580,33 +561,23 @@ static int check_cfg(const struct hb_config *cfg, char *err, size_t errlen)
 
 static int setup(struct hb *hb, char *err, size_t errlen)
 {
-	int e;
-
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		if (open_path(hb, i, err, errlen) < 0)
 			return -1;
 		hb->heard_at[i] = -1;
 		ev_io_init(&hb->rx[i], rx_cb, hb->fds[i], EV_READ);
 		hb->rx[i].data = hb;
-		ev_io_start(hb->loop, &hb->rx[i]);
+		ev_io_start(hb->lt.loop, &hb->rx[i]);
 	}
 	ev_timer_init(&hb->tick, tick_cb, hb->cfg.interval, hb->cfg.interval);
 	hb->tick.data = hb;
-	ev_timer_start(hb->loop, &hb->tick);
+	ev_timer_start(hb->lt.loop, &hb->tick);
 	ev_timer_init(&hb->expiry, expiry_cb, 1.0, 0.0);
 	hb->expiry.data = hb;
-	ev_async_init(&hb->stop_async, stop_cb);
-	ev_async_start(hb->loop, &hb->stop_async);
-	ev_async_init(&hb->notify_async, notify_cb);
-	hb->notify_async.data = hb;
-	ev_async_start(hb->main_loop, &hb->notify_async);
-	e = pthread_create(&hb->thread, NULL, hb_thread, hb);
-	if (e) {
-		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(e));
-		errno = e;
+	if (loopthread_start(&hb->lt, hb_first) < 0) {
+		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(errno));
 		return -1;
 	}
-	hb->thread_started = true;
 	return 0;
 }
 
@@ -625,7 +596,6 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 		return NULL;
 	}
 	hb->cfg = *cfg;
-	hb->main_loop = main_loop;
 	hb->notify = notify;
 	hb->arg = arg;
 	hb->incarnation = clock_wall_us();
@@ -633,10 +603,8 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 	pthread_mutex_init(&hb->mu, NULL);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
 		hb->fds[i] = -1;
-	hb->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
-	if (!hb->loop) {
+	if (loopthread_init(&hb->lt, main_loop, hb_main_notify, hb) < 0) {
 		snprintf(err, errlen, "Cannot create the heartbeat event loop.");
-		errno = ENOMEM;
 		goto fail;
 	}
 	if (setup(hb, err, errlen) < 0)
@@ -680,17 +648,10 @@ void hb_stop(struct hb *hb)
 {
 	if (!hb)
 		return;
-	if (hb->thread_started) {
-		ev_async_send(hb->loop, &hb->stop_async);
-		pthread_join(hb->thread, NULL);
-	}
-	if (ev_is_active(&hb->notify_async))
-		ev_async_stop(hb->main_loop, &hb->notify_async);
+	loopthread_stop(&hb->lt);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
 		if (hb->fds[i] >= 0)
 			close(hb->fds[i]);
-	if (hb->loop)
-		ev_loop_destroy(hb->loop);
 	pthread_mutex_destroy(&hb->mu);
 	OPENSSL_cleanse(&hb->cfg.key, sizeof(hb->cfg.key));
 	free(hb);

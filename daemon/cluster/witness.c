@@ -3,6 +3,7 @@
  * The witness: codec, grant decision, the server (hakd --witness) and the node-side client.
  * See witness.h for the protocol and the lease rules.
  */
+#include "loopthread.h"
 #include "witness.h"
 
 #include <arpa/inet.h>
@@ -23,7 +24,6 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
-#include "lib/proc.h"
 
 #define WIT_SEND_RING 64u /* requests whose send time the client remembers */
 
@@ -301,14 +301,9 @@ struct wit_client {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	int fd;
-	struct ev_loop *loop, *main_loop;
+	struct loopthread lt;
 	ev_timer tick;
 	ev_io rx;
-	ev_async stop_async, notify_async;
-	pthread_t thread;
-	bool thread_started;
-	void (*notify)(void *);
-	void *arg;
 	int64_t sent_ms[WIT_SEND_RING]; /* thread only: send time of seq % ring */
 	uint64_t last_rx_seq;           /* thread only */
 	/* shared, under mu */
@@ -375,7 +370,7 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		(void)sendto(c->fd, buf, sizeof(buf), MSG_DONTWAIT,
 		             (const struct sockaddr *)&c->addr, c->addr_len);
 	if (ch)
-		ev_async_send(c->main_loop, &c->notify_async);
+		loopthread_notify(&c->lt);
 }
 
 static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -420,33 +415,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		pthread_mutex_unlock(&c->mu);
 	}
 	if (ch)
-		ev_async_send(c->main_loop, &c->notify_async);
-}
-
-static void client_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void client_notify_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	struct wit_client *c = w->data;
-
-	(void)loop;
-	(void)revents;
-	if (c->notify)
-		c->notify(c->arg);
-}
-
-static void *client_thread(void *arg)
-{
-	struct wit_client *c = arg;
-
-	(void)proc_sched_batch(false); /* like the heartbeat thread */
-	ev_run(c->loop, 0);
-	return NULL;
+		loopthread_notify(&c->lt);
 }
 
 struct wit_client *wit_client_start(const struct hb_config *hb, const char *witness_addr,
@@ -455,7 +424,6 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 {
 	struct wit_client *c = calloc(1, sizeof(*c));
 	struct sockaddr_storage any = {0};
-	int e;
 
 	if (!c) {
 		snprintf(err, errlen, "Out of memory starting the witness client.");
@@ -474,9 +442,6 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 	c->lease_ms = (int64_t)(2 * hb->deadtime * 1000.0 + 0.5);
 	c->dead_ms = (int64_t)(hb->deadtime * 1000.0 + 0.5);
 	c->reply_at = -1;
-	c->main_loop = main_loop;
-	c->notify = notify;
-	c->arg = arg;
 	any.ss_family = c->addr.ss_family;
 	/* not connected: the source address follows the routes of each send, so a route to the
 	 * witness added after the start (boot order) is used at once */
@@ -485,28 +450,21 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 		         witness_addr, strerror(errno));
 		goto fail;
 	}
-	c->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
-	if (!c->loop) {
+	if (loopthread_init(&c->lt, main_loop, notify, arg) < 0) {
 		snprintf(err, errlen, "Cannot create the witness client's event loop.");
 		goto fail;
 	}
 	ev_timer_init(&c->tick, client_tick_cb, 0.0, hb->interval);
 	c->tick.data = c;
-	ev_timer_start(c->loop, &c->tick);
+	ev_timer_start(c->lt.loop, &c->tick);
 	ev_io_init(&c->rx, client_rx_cb, c->fd, EV_READ);
 	c->rx.data = c;
-	ev_io_start(c->loop, &c->rx);
-	ev_async_init(&c->stop_async, client_stop_cb);
-	ev_async_start(c->loop, &c->stop_async);
-	ev_async_init(&c->notify_async, client_notify_cb);
-	c->notify_async.data = c;
-	ev_async_start(main_loop, &c->notify_async);
-	e = pthread_create(&c->thread, NULL, client_thread, c);
-	if (e) {
-		snprintf(err, errlen, "Cannot start the witness client thread: %s.", strerror(e));
+	ev_io_start(c->lt.loop, &c->rx);
+	if (loopthread_start(&c->lt, NULL) < 0) {
+		snprintf(err, errlen, "Cannot start the witness client thread: %s.",
+		         strerror(errno));
 		goto fail;
 	}
-	c->thread_started = true;
 	return c;
 fail:
 	wit_client_stop(c);
@@ -534,16 +492,9 @@ void wit_client_stop(struct wit_client *c)
 {
 	if (!c)
 		return;
-	if (c->thread_started) {
-		ev_async_send(c->loop, &c->stop_async);
-		pthread_join(c->thread, NULL);
-	}
-	if (c->main_loop && ev_is_active(&c->notify_async))
-		ev_async_stop(c->main_loop, &c->notify_async);
+	loopthread_stop(&c->lt);
 	if (c->fd >= 0)
 		close(c->fd);
-	if (c->loop)
-		ev_loop_destroy(c->loop);
 	pthread_mutex_destroy(&c->mu);
 	OPENSSL_cleanse(&c->key, sizeof(c->key));
 	free(c);
