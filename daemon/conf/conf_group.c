@@ -16,23 +16,12 @@
 #define RFIELD(m)  offsetof(struct hak_resource_cfg, m), sizeof(((struct hak_resource_cfg *)0)->m)
 #define SEC(n)     ((uint64_t)(n)*1000000u)
 
-static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd", "attach", "vip"};
+static const char *const type_names[RES_TYPE_COUNT + 1] = {"exec",   "mount", "systemd",
+                                                           "attach", "vip",   NULL};
 
 const char *conf_res_type_name(enum hak_res_type t)
 {
 	return (unsigned)t < RES_TYPE_COUNT ? type_names[t] : "unknown";
-}
-
-static int enum_res_type(const char *s, void *field)
-{
-	for (unsigned i = 0; i < RES_TYPE_COUNT; i++) {
-		if (strcmp(s, type_names[i]) == 0) {
-			enum hak_res_type t = (enum hak_res_type)i;
-			memcpy(field, &t, sizeof(t));
-			return 0;
-		}
-	}
-	return -1;
 }
 
 const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
@@ -47,8 +36,8 @@ const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
 };
 
 const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
-    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), enum_res_type,
-     "exec, mount, systemd, attach, vip", .doc = "what kind of resource it is"},
+    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), NULL, NULL,
+     .doc = "what kind of resource it is", .names = type_names},
     {"start", CONF_STRING, 0, 0, 0, RFIELD(start), NULL, NULL,
      .doc = "the shell command that starts it (exec)"},
     {"stop", CONF_STRING, 0, 0, 0, RFIELD(stop), NULL, NULL,

@@ -28,6 +28,30 @@ static void list_append(char *list, size_t size, const char *item)
 	snprintf(list + used, size - used, "%s%s", used ? ", " : "", item);
 }
 
+/* The choices of an ENUM key, for messages. */
+static const char *enum_choices(const struct conf_key *k, char *list, size_t size)
+{
+	if (k->choices)
+		return k->choices;
+	list[0] = '\0';
+	for (const char *const *n = k->names; *n; n++)
+		list_append(list, size, *n);
+	return list;
+}
+
+static int enum_store(const struct conf_key *k, const char *s, void *field)
+{
+	if (!k->names)
+		return k->parse_enum(s, field);
+	for (int i = 0; k->names[i]; i++) {
+		if (strcmp(s, k->names[i]) == 0) {
+			memcpy(field, &i, sizeof(i));
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static const struct conf_key *key_find(const struct conf_section *sec, const char *key)
 {
 	for (size_t i = 0; i < sec->n_keys; i++)
@@ -173,7 +197,7 @@ static int apply_duration(struct conf_parse *ps, const struct conf_key *k,
 
 static void kind_hint(const struct conf_key *k, char *buf, size_t len)
 {
-	char lo[32], hi[32];
+	char lo[32], hi[32], list[256];
 
 	switch (k->kind) {
 	case CONF_STRING:
@@ -195,7 +219,7 @@ static void kind_hint(const struct conf_key *k, char *buf, size_t len)
 		         (unsigned long long)k->max);
 		break;
 	case CONF_ENUM:
-		snprintf(buf, len, "one of %s", k->choices);
+		snprintf(buf, len, "one of %s", enum_choices(k, list, sizeof(list)));
 		break;
 	case CONF_ADDR:
 		snprintf(buf, len, "HOST:PORT, like 0.0.0.0:10809 or [::1]:10809");
@@ -216,7 +240,7 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 {
 	void *field = (char *)base + k->offset;
 	const struct conf_value *v = d->vals;
-	char label[128], hint[128];
+	char label[128], hint[320], list[256];
 	int b;
 
 	conf_parse_label(blk, label, sizeof(label));
@@ -257,10 +281,10 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 	case CONF_DURATION:
 		return apply_duration(ps, k, v, field);
 	case CONF_ENUM:
-		if (k->parse_enum(v->text, field) < 0)
+		if (enum_store(k, v->text, field) < 0)
 			return conf_parse_error(ps, v->line, v->col,
 			                        "Bad %s '%.80s'; choose one of %s.", k->key,
-			                        v->text, k->choices);
+			                        v->text, enum_choices(k, list, sizeof(list)));
 		return 0;
 	case CONF_CUSTOM:
 		return k->apply(ps, k, v, base);

@@ -33,7 +33,14 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const mode_names[] = {"sync", "memsync", "async"};
+/* The choices of the ENUM keys without a parser of their own, in the order of their enums. */
+static const char *const mode_names[] = {"sync", "memsync", "async", NULL};
+static const char *const csums_names[] = {"no", "yes", "after-crash", NULL};
+static const char *const io_error_names[] = {"detach", "pass-on", NULL};
+static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
+static const char *const disk_failure_names[] = {"detach", "failover", NULL};
+static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
+static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
 
 static int enum_log_level(const char *s, void *field)
 {
@@ -43,54 +50,6 @@ static int enum_log_level(const char *s, void *field)
 static int enum_io_kind(const char *s, void *field)
 {
 	return io_kind_parse(s, field);
-}
-
-static int enum_sched_policy(const char *s, void *field)
-{
-	int v = strcmp(s, "batch") == 0 ? 1 : strcmp(s, "normal") == 0 ? 0 : -1;
-	if (v < 0)
-		return -1;
-	memcpy(field, &v, sizeof(v));
-	return 0;
-}
-
-static int enum_io_error(const char *s, void *field)
-{
-	static const char *const names[] = {"detach", "pass-on"};
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		if (strcmp(s, names[i]) == 0) {
-			enum hak_io_error_policy p = (enum hak_io_error_policy)i;
-			memcpy(field, &p, sizeof(p));
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static int enum_mode(const char *s, void *field)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
-		if (strcmp(s, mode_names[i]) == 0) {
-			enum hak_repl_mode m = (enum hak_repl_mode)i;
-			memcpy(field, &m, sizeof(m));
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static const char *const csums_names[] = {"no", "yes", "after-crash"};
-
-static int enum_csums(const char *s, void *field)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(csums_names); i++) {
-		if (strcmp(s, csums_names[i]) == 0) {
-			enum hak_csums c = (enum hak_csums)i;
-			memcpy(field, &c, sizeof(c));
-			return 0;
-		}
-	}
-	return -1;
 }
 
 static int enum_hash_alg(const char *s, void *field)
@@ -114,34 +73,6 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
                                    const struct conf_value *v, void *base);
 
-static int enum_quorum_loss(const char *s, void *field)
-{
-	enum hak_quorum_loss q;
-
-	if (strcmp(s, "freeze") == 0)
-		q = HAK_QL_FREEZE;
-	else if (strcmp(s, "demote") == 0)
-		q = HAK_QL_DEMOTE;
-	else
-		return -1;
-	memcpy(field, &q, sizeof(q));
-	return 0;
-}
-
-static int enum_disk_failure(const char *s, void *field)
-{
-	enum hak_disk_failure d;
-
-	if (strcmp(s, "detach") == 0)
-		d = HAK_DF_DETACH;
-	else if (strcmp(s, "failover") == 0)
-		d = HAK_DF_FAILOVER;
-	else
-		return -1;
-	memcpy(field, &d, sizeof(d));
-	return 0;
-}
-
 static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base);
 
@@ -151,15 +82,6 @@ static int enum_sb_policy(const char *s, void *field)
 	if (sbpolicy_parse(s, &p) < 0)
 		return -1;
 	memcpy(field, &p, sizeof(p));
-	return 0;
-}
-
-static int enum_integrity(const char *s, void *field)
-{
-	int on = strcmp(s, "crc32c") == 0;
-	if (!on && strcmp(s, "none") != 0)
-		return -1;
-	memcpy(field, &on, sizeof(on));
 	return 0;
 }
 
@@ -186,8 +108,9 @@ static const struct conf_key global_keys[] = {
      .doc = "the directory of hakd's state files"},
     {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
      .doc = "whether hakctl drill may crash this node's hakd and services (default no)"},
-    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), enum_sched_policy, "batch, normal",
-     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))"},
+    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), NULL, "batch, normal",
+     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))",
+     .names = sched_names},
 };
 
 static const struct conf_key node_keys[] = {
@@ -211,17 +134,18 @@ static const struct conf_key cluster_keys[] = {
      .doc = "how long the peer must be silent on every path to be dead"},
     {"auth-key-file", CONF_PATH, CONF_REQUIRED, 0, 0, CFIELD(auth_key_file), NULL, NULL,
      .doc = "the file with the key that authenticates heartbeats"},
-    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), enum_quorum_loss,
-     "freeze, demote", .doc = "what a primary does that lost both its peer and the witness"},
+    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), NULL, NULL,
+     .doc = "what a primary does that lost both its peer and the witness",
+     .names = quorum_loss_names},
     {"witness-address", CONF_ADDR, 0, 0, 0, CFIELD(witness_address), NULL, NULL,
      .doc = "the witness's IP:PORT: where hakd --witness listens and the nodes ask for its vote"},
     {"quorum", CONF_BOOL, 0, 0, 0, CFIELD(quorum), NULL, NULL,
      .doc = "no: promote without a witness vote, after fence-hook succeeded (default yes)"},
     {"fence-hook", CONF_PATH, 0, 0, 0, CFIELD(fence_hook), NULL, NULL,
      .doc = "a program that powers the peer off; exit 0 means it can no longer write"},
-    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), enum_disk_failure,
-     "detach, failover",
-     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over"},
+    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), NULL, NULL,
+     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over",
+     .names = disk_failure_names},
     {"preferred-node", CONF_STRING, 0, 0, 0, CFIELD(preferred_node), NULL, NULL,
      .doc = "the node that takes the primary role when both could and neither is"},
 };
@@ -243,8 +167,8 @@ static const struct conf_key volume_keys[] = {
      .doc = "the smallest I/O size clients may use"},
     {"max-payload", CONF_SIZE, 0, 64u << 10, 64u << 20, VFIELD(max_payload), NULL, NULL,
      .doc = "the largest request clients may send"},
-    {"mode", CONF_ENUM, 0, 0, 0, VFIELD(mode), enum_mode, "sync, memsync, async",
-     .doc = "when a write is acknowledged"},
+    {"mode", CONF_ENUM, 0, 0, 0, VFIELD(mode), NULL, NULL, .doc = "when a write is acknowledged",
+     .names = mode_names},
     {"meta-disk", CONF_CUSTOM, 0, 0, 0, VFIELD(meta_path), NULL, "'internal' or an absolute path",
      "where the replication metadata is kept", .apply = apply_meta_disk},
     {"bitmap-block-size", CONF_SIZE, CONF_POW2, 4u << 10, 1u << 20, VFIELD(bitmap_block_size), NULL,
@@ -269,14 +193,15 @@ static const struct conf_key volume_keys[] = {
      "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_discard_node},
     {"split-brain-hook", CONF_PATH, 0, 0, 0, VFIELD(sb_hook), NULL, NULL,
      .doc = "the program run on a split brain"},
-    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), enum_integrity, "none, crc32c",
-     .doc = "the checksum of replicated data"},
+    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), NULL, NULL,
+     .doc = "the checksum of replicated data", .names = integrity_names},
     {"verify-alg", CONF_ENUM, 0, 0, 0, VFIELD(verify_alg), enum_hash_alg, "crc32c, sha256",
      .doc = "the block hash of online verify and checksum-based resync"},
-    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), enum_csums, "no, yes, after-crash",
-     .doc = "whether a resync first compares block hashes and sends only what differs"},
-    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), enum_io_error, "detach, pass-on",
-     .doc = "what a failed request of the backing store does"},
+    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), NULL, NULL,
+     .doc = "whether a resync first compares block hashes and sends only what differs",
+     .names = csums_names},
+    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), NULL, NULL,
+     .doc = "what a failed request of the backing store does", .names = io_error_names},
     {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
      .doc = "the program run when the backing store fails a request"},
     {"al-extents", CONF_UINT, 0, 0, HAK_AL_EXTENTS_MAX, VFIELD(al_extents), NULL, NULL,
@@ -1202,7 +1127,7 @@ void config_free(struct hak_config *cfg)
 
 const char *config_mode_name(enum hak_repl_mode mode)
 {
-	if ((size_t)mode >= ARRAY_SIZE(mode_names))
+	if ((size_t)mode >= ARRAY_SIZE(mode_names) - 1)
 		return "unknown";
 	return mode_names[mode];
 }
