@@ -62,8 +62,8 @@ static int enum_hash_alg(const char *s, void *field)
 	return 0;
 }
 
-static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
-                           const struct conf_value *v, void *base);
+static int apply_node_ref(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base);
 static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base);
 static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
@@ -72,9 +72,6 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
                            const struct conf_value *v, void *base);
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
                                    const struct conf_value *v, void *base);
-
-static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
-                              const struct conf_value *v, void *base);
 
 static int enum_sb_policy(const char *s, void *field)
 {
@@ -103,7 +100,7 @@ static const struct conf_key global_keys[] = {
     {"max-clients", CONF_UINT, 0, 1, 1024, GFIELD(max_clients), NULL, NULL,
      .doc = "the most NBD clients per volume"},
     {"node", CONF_CUSTOM, 0, 0, 0, GFIELD(node_name), NULL, "the name of a node section",
-     "which node this machine is", .apply = apply_node_name},
+     "which node this machine is", .apply = apply_node_ref},
     {"state-dir", CONF_PATH, 0, 0, 0, GFIELD(state_dir), NULL, NULL,
      .doc = "the directory of hakd's state files"},
     {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
@@ -190,7 +187,7 @@ static const struct conf_key volume_keys[] = {
      "discard-node",
      .doc = "whose changes a split brain drops"},
     {"discard-node", CONF_CUSTOM, 0, 0, 0, VFIELD(sb_discard_node), NULL, "a node name",
-     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_discard_node},
+     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_node_ref},
     {"split-brain-hook", CONF_PATH, 0, 0, 0, VFIELD(sb_hook), NULL, NULL,
      .doc = "the program run on a split brain"},
     {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), NULL, NULL,
@@ -266,43 +263,52 @@ static uint64_t duration_usec(double seconds)
 	return (uint64_t)(seconds * 1e6 + 0.5);
 }
 
-static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
-                           const struct conf_value *v, void *base)
+/* A key (node, discard-node) whose char * field names a node section. */
+static int apply_node_ref(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base)
 {
-	struct hak_config *cfg = base;
-
 	if (!conf_schema_name_valid(v->text))
 		return conf_parse_error(
 		    ps, v->line, v->col,
 		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' or "
 		    "'-', as in the 'node NAME {' sections.",
 		    v->text, k->key, CONF_SCHEMA_NAME_MAX);
-	return conf_schema_set_string(ps, &cfg->node_name, v->text);
+	return conf_schema_set_string(ps, (char **)((char *)base + k->offset), v->text);
 }
 
-/* The peer connects to this address, so it must be a real, numeric one: no name, no wildcard. */
+/*
+ * One of node n's own IP:PORTs (address, heartbeat-address) into *hp. The peer sends to it, so it
+ * must be a real, numeric one: no name, no wildcard. 0, or -1 after an error.
+ */
+static int node_ip_port(struct conf_parse *ps, const struct conf_key *k, const struct conf_value *v,
+                        const struct hak_node_cfg *n, const char *example, struct conf_hostport *hp)
+{
+	const char *why;
+
+	if (conf_parse_hostport(v->text, hp, &why) < 0)
+		return conf_schema_addr_error(ps, k, v, why, example);
+	if (hp->family == AF_UNSPEC)
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s '%.80s' of node '%s' has a host name; write the node's IP "
+		    "address, like %s.",
+		    k->key, v->text, n->name, example);
+	if (strcmp(hp->host, "0.0.0.0") == 0 || strcmp(hp->host, "::") == 0)
+		return conf_parse_error(ps, v->line, v->col,
+		                        "%s '%.80s' of node '%s' is the wildcard address; the peer "
+		                        "sends to it, so write the node's own IP address.",
+		                        k->key, v->text, n->name);
+	return 0;
+}
+
 static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base)
 {
 	struct hak_node_cfg *n = base;
 	struct conf_hostport hp;
-	const char *why;
 
-	if (conf_parse_hostport(v->text, &hp, &why) < 0)
-		return conf_schema_addr_error(ps, k, v, why,
-		                              "192.0.2.1:7789 or [2001:db8::1]:7789");
-	if (hp.family == AF_UNSPEC)
-		return conf_parse_error(
-		    ps, v->line, v->col,
-		    "address '%.80s' of node '%s' has a host name; write the node's IP "
-		    "address, like 192.0.2.1:7789 or [2001:db8::1]:7789.",
-		    v->text, n->name);
-	if (strcmp(hp.host, "0.0.0.0") == 0 || strcmp(hp.host, "::") == 0)
-		return conf_parse_error(
-		    ps, v->line, v->col,
-		    "address '%.80s' of node '%s' is the wildcard address; the peer "
-		    "connects to it, so write the node's own IP address.",
-		    v->text, n->name);
+	if (node_ip_port(ps, k, v, n, "192.0.2.1:7789 or [2001:db8::1]:7789", &hp) < 0)
+		return -1;
 	_Static_assert(sizeof(n->host) <= sizeof(hp.host), "host buffers");
 	memcpy(n->host, hp.host, sizeof(n->host));
 	n->host[sizeof(n->host) - 1] = '\0';
@@ -349,13 +355,11 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 	return conf_schema_set_string(ps, &vol->meta_path, v->text);
 }
 
-/* Heartbeats go to these addresses, so like 'address' they must be numeric and specific. */
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
                                    const struct conf_value *v, void *base)
 {
 	struct hak_node_cfg *n = base;
 	struct conf_hostport hp;
-	const char *why;
 
 	for (n->n_heartbeat = 0; v; v = v->next) {
 		if (n->n_heartbeat == HAK_MAX_PATHS)
@@ -364,17 +368,8 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 			    "Node '%s' lists more than %u heartbeat addresses; use at most %u "
 			    "paths.",
 			    n->name, HAK_MAX_PATHS, HAK_MAX_PATHS);
-		if (conf_parse_hostport(v->text, &hp, &why) < 0)
-			return conf_schema_addr_error(ps, k, v, why,
-			                              "192.0.2.1:7790 or [2001:db8::1]:7790");
-		if (hp.family == AF_UNSPEC || strcmp(hp.host, "0.0.0.0") == 0 ||
-		    strcmp(hp.host, "::") == 0)
-			return conf_parse_error(
-			    ps, v->line, v->col,
-			    "heartbeat-address '%.80s' of node '%s' is not a specific IP "
-			    "address; write the node's own IP on that path, like "
-			    "192.0.2.1:7790.",
-			    v->text, n->name);
+		if (node_ip_port(ps, k, v, n, "192.0.2.1:7790 or [2001:db8::1]:7790", &hp) < 0)
+			return -1;
 		struct hak_hb_addr *a = &n->heartbeat[n->n_heartbeat];
 		for (unsigned i = 0; i < n->n_heartbeat; i++)
 			if (n->heartbeat[i].port == hp.port &&
@@ -392,19 +387,6 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 		n->n_heartbeat++;
 	}
 	return 0;
-}
-
-static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
-                              const struct conf_value *v, void *base)
-{
-	struct hak_volume_cfg *vol = base;
-	if (!conf_schema_name_valid(v->text))
-		return conf_parse_error(
-		    ps, v->line, v->col,
-		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
-		    "or '-', as in the 'node NAME {' sections.",
-		    v->text, k->key, CONF_SCHEMA_NAME_MAX);
-	return conf_schema_set_string(ps, &vol->sb_discard_node, v->text);
 }
 
 /* ---- sections ---- */
