@@ -137,45 +137,46 @@ static void bits_change(struct bitmap *bm, uint64_t first, uint64_t end, bool se
 	}
 }
 
-static void bits_clip(const struct bitmap *bm, uint64_t first, uint64_t n, uint64_t *end)
+/* bits_change on bits [first, first + n), clipped to the bitmap. */
+static void bits_change_n(struct bitmap *bm, uint64_t first, uint64_t n, bool set)
 {
-	*end = n > bm->nbits - first ? bm->nbits : first + n;
+	if (first < bm->nbits)
+		bits_change(bm, first, n > bm->nbits - first ? bm->nbits : first + n, set);
 }
 
 void bitmap_set_bits(struct bitmap *bm, uint64_t first, uint64_t n)
 {
-	uint64_t end;
-
-	if (first >= bm->nbits)
-		return;
-	bits_clip(bm, first, n, &end);
-	bits_change(bm, first, end, true);
+	bits_change_n(bm, first, n, true);
 }
 
 void bitmap_clear_bits(struct bitmap *bm, uint64_t first, uint64_t n)
 {
-	uint64_t end;
+	bits_change_n(bm, first, n, false);
+}
 
-	if (first >= bm->nbits)
-		return;
-	bits_clip(bm, first, n, &end);
-	bits_change(bm, first, end, false);
+/* The end of the byte range [off, off + len) clipped to the volume; false when nothing is left. */
+static bool range_clip(const struct bitmap *bm, uint64_t off, uint64_t len, uint64_t *end)
+{
+	if (len == 0 || off >= bm->volume_bytes)
+		return false;
+	*end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
+	return true;
 }
 
 void bitmap_set_range(struct bitmap *bm, uint64_t off, uint64_t len)
 {
-	if (len == 0 || off >= bm->volume_bytes)
-		return;
-	uint64_t end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
+	uint64_t end;
 
-	bits_change(bm, off >> bm->shift, ((end - 1) >> bm->shift) + 1, true);
+	if (range_clip(bm, off, len, &end))
+		bits_change(bm, off >> bm->shift, ((end - 1) >> bm->shift) + 1, true);
 }
 
 void bitmap_clear_range(struct bitmap *bm, uint64_t off, uint64_t len)
 {
-	if (len == 0 || off >= bm->volume_bytes)
+	uint64_t end;
+
+	if (!range_clip(bm, off, len, &end))
 		return;
-	uint64_t end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
 	uint64_t first = (off + bm->block_size - 1) >> bm->shift;
 	uint64_t last = end == bm->volume_bytes ? bm->nbits : end >> bm->shift;
 
@@ -184,14 +185,12 @@ void bitmap_clear_range(struct bitmap *bm, uint64_t off, uint64_t len)
 
 void bitmap_set_bit(struct bitmap *bm, uint64_t bit)
 {
-	if (bit < bm->nbits)
-		bits_change(bm, bit, bit + 1, true);
+	bits_change_n(bm, bit, 1, true);
 }
 
 void bitmap_clear_bit(struct bitmap *bm, uint64_t bit)
 {
-	if (bit < bm->nbits)
-		bits_change(bm, bit, bit + 1, false);
+	bits_change_n(bm, bit, 1, false);
 }
 
 bool bitmap_test(const struct bitmap *bm, uint64_t bit)
