@@ -57,8 +57,6 @@ struct clusterd {
 	double started; /* ev_now at start */
 };
 
-static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents);
-
 void clusterd_kick(struct clusterd *cd)
 {
 	if (cd && !ev_is_active(&cd->kick))
@@ -325,14 +323,8 @@ static void decide(struct clusterd *cd)
 		clusterd_kick(cd);
 }
 
-static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	decide(w->data);
-}
-
-static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* Both timers, the kick and the periodic tick, only ask for the next step. */
+static void decide_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
@@ -530,9 +522,9 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
 	         p->cfg->state_dir, p->cfg->cluster.cluster_id);
 	cd->standby = access(cd->standby_path, F_OK) == 0;
 	cd->last.rule = CLUSTER_R_COUNT; /* the first decision is always logged */
-	ev_timer_init(&cd->kick, kick_cb, 0.0, 0.0);
+	ev_timer_init(&cd->kick, decide_cb, 0.0, 0.0);
 	cd->kick.data = cd;
-	ev_timer_init(&cd->tick, tick_cb, CLUSTERD_TICK, CLUSTERD_TICK);
+	ev_timer_init(&cd->tick, decide_cb, CLUSTERD_TICK, CLUSTERD_TICK);
 	cd->tick.data = cd;
 	if (setup(cd, err, errlen) < 0) {
 		clusterd_stop(cd);

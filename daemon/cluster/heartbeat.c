@@ -268,6 +268,17 @@ struct hb {
 	struct hb_snapshot seen;
 };
 
+ssize_t hb_recv(int fd, uint8_t *buf, size_t len, struct sockaddr_storage *from, socklen_t *flen)
+{
+	ssize_t n;
+
+	*flen = sizeof(*from);
+	n = recvfrom(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)from, flen);
+	if (n >= 0)
+		memset((char *)from + *flen, 0, sizeof(*from) - *flen);
+	return n;
+}
+
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
@@ -430,13 +441,11 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 64; i++) {
 		uint8_t buf[HB_PKT_SIZE + 1];
 		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
+		socklen_t flen;
 		struct hb_msg m;
-		ssize_t n = recvfrom(w->fd, buf, sizeof(buf), MSG_DONTWAIT,
-		                     (struct sockaddr *)&from, &flen);
+		ssize_t n = hb_recv(w->fd, buf, sizeof(buf), &from, &flen);
 		if (n < 0)
 			break;
-		memset((char *)&from + flen, 0, sizeof(from) - flen);
 		uint64_t *bad = classify(hb, path, &from, buf, n, &m);
 		pthread_mutex_lock(&hb->mu);
 		if (bad) {

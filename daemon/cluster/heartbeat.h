@@ -105,6 +105,13 @@ int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err,
 int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
 /* Same family, address and port. */
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+/*
+ * One datagram from fd without waiting, of up to len bytes, its sender in *from (zeroed past the
+ * address, so hb_same_addr compares it whole) and *flen. Its size, or -1 with errno (EAGAIN: none
+ * left). Give a buffer one byte larger than a packet: a longer datagram then shows as the wrong
+ * size instead of being cut to the right one.
+ */
+ssize_t hb_recv(int fd, uint8_t *buf, size_t len, struct sockaddr_storage *from, socklen_t *flen);
 
 /*
  * The frame the heartbeat and the witness packets share: exactly size bytes, the magic (u32) at 0

@@ -202,10 +202,9 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 64; i++) {
 		uint8_t buf[WIT_PKT_SIZE + 1];
 		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
+		socklen_t flen;
 		struct wit_msg req, rep;
-		ssize_t n = recvfrom(sv->fd, buf, sizeof(buf), MSG_DONTWAIT,
-		                     (struct sockaddr *)&from, &flen);
+		ssize_t n = hb_recv(sv->fd, buf, sizeof(buf), &from, &flen);
 		if (n < 0)
 			break;
 		if (wit_decode(buf, (size_t)n, &sv->key, &req) != HB_OK) {
@@ -384,12 +383,10 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		uint8_t buf[WIT_PKT_SIZE + 1];
 		struct wit_msg m;
 		struct sockaddr_storage from;
-		socklen_t fl = sizeof(from);
-		ssize_t n =
-		    recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		socklen_t fl;
+		ssize_t n = hb_recv(c->fd, buf, sizeof(buf), &from, &fl);
 		if (n < 0)
 			break;
-		memset((char *)&from + fl, 0, sizeof(from) - fl);
 		bool ok = hb_same_addr(&from, &c->addr) &&
 		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
 		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
