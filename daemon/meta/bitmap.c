@@ -258,24 +258,10 @@ static int words_fit(const struct bitmap *bm, uint64_t first_word, size_t n)
 	return 0;
 }
 
-int bitmap_merge_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
-{
-	if (words_fit(bm, first_word, n) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t w = first_word + i, old = bm->words[w];
-		uint64_t nw = old | (le64toh(words_le[i]) & tail_mask(bm, w));
-
-		if (nw != old) {
-			bm->count += popcnt(nw & ~old);
-			bm->words[w] = nw;
-			page_mark(bm, w);
-		}
-	}
-	return 0;
-}
-
-int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+/* OR (merge) or copy n little-endian words in at first_word; a merge dirties the pages it
+ * changes, a load from disk does not. */
+static int words_in(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n,
+                    bool merge)
 {
 	if (words_fit(bm, first_word, n) < 0)
 		return -1;
@@ -283,10 +269,26 @@ int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *wo
 		uint64_t w = first_word + i, old = bm->words[w];
 		uint64_t nw = le64toh(words_le[i]) & tail_mask(bm, w);
 
+		if (merge)
+			nw |= old;
+		if (nw == old)
+			continue;
 		bm->count = bm->count - popcnt(old) + popcnt(nw);
 		bm->words[w] = nw;
+		if (merge)
+			page_mark(bm, w);
 	}
 	return 0;
+}
+
+int bitmap_merge_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+{
+	return words_in(bm, first_word, words_le, n, true);
+}
+
+int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+{
+	return words_in(bm, first_word, words_le, n, false);
 }
 
 const uint64_t *bitmap_words(const struct bitmap *bm, size_t *nwords)
