@@ -346,24 +346,24 @@ out:
 	return rc;
 }
 
-int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+static int cmd_add(struct control *ctl, struct ctl_cmd c)
 {
 	if (ctl->n_cmds == MAX_CMDS) {
 		errno = ENOSPC;
 		return -1;
 	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, NULL, ctx};
+	ctl->cmds[ctl->n_cmds++] = c;
 	return 0;
+}
+
+int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+{
+	return cmd_add(ctl, (struct ctl_cmd){cmd, fn, NULL, ctx});
 }
 
 int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx)
 {
-	if (ctl->n_cmds == MAX_CMDS) {
-		errno = ENOSPC;
-		return -1;
-	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, NULL, fn, ctx};
-	return 0;
+	return cmd_add(ctl, (struct ctl_cmd){cmd, NULL, fn, ctx});
 }
 
 struct ev_loop *control_loop(const struct control *ctl)
