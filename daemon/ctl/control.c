@@ -47,6 +47,25 @@ struct control {
 	unsigned n_clients;
 };
 
+/* o as one compact line ending in a newline (malloc'ed), or NULL when out of memory. */
+static char *reply_line(const json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL, *r;
+	size_t n;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	r = realloc(s, n + 2);
+	if (!r) {
+		free(s);
+		return NULL;
+	}
+	r[n] = '\n';
+	r[n + 1] = '\0';
+	return r;
+}
+
 static char *reply_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *reply_error(const char *fmt, ...)
 {
@@ -56,18 +75,8 @@ static char *reply_error(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *r = reply_line(o);
 	json_decref(o);
-	if (!s)
-		return NULL;
-	size_t n = strlen(s);
-	char *r = realloc(s, n + 2);
-	if (!r) {
-		free(s);
-		return NULL;
-	}
-	r[n] = '\n';
-	r[n + 1] = '\0';
 	return r;
 }
 
@@ -101,17 +110,7 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 			goto done;
 		}
 		json_object_set_new(resp, "ok", json_true());
-		char *s = json_dumps(resp, JSON_COMPACT);
-		if (s) {
-			size_t n = strlen(s);
-			out = realloc(s, n + 2);
-			if (!out) {
-				free(s);
-				goto done;
-			}
-			out[n] = '\n';
-			out[n + 1] = '\0';
-		}
+		out = reply_line(resp);
 		goto done;
 	}
 	out = reply_error("Unknown command '%.64s'; try 'hakctl --help'.", cmd);
