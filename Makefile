@@ -38,9 +38,9 @@ Q    :=
 echo_cmd =
 endif
 
-# lib/ (buffers, logging, clocks, checksums, byte order, ranges, child processes) is shared by
-# hakd, hakctl, hak-attach and the tests: libhak.a. Every daemon module except main goes into
-# libhakd.a, which hakd, hakctl and the unit tests link.
+# lib/ (buffers, logging, clocks, error buffers, checksums, byte order, ranges, child processes,
+# UNIX sockets) is shared by hakd, hakctl, hak-attach and the tests: libhak.a. Every daemon module
+# except main goes into libhakd.a, which hakd, hakctl and the unit tests link.
 LIB_SRC    := $(wildcard lib/*.c)
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIBHAK     := $(BUILD)/libhak.a
