@@ -38,9 +38,9 @@ Q    :=
 echo_cmd =
 endif
 
-# lib/ (buffers, logging, clocks, checksums, byte order, ranges, child processes) is shared by
-# hakd, hakctl, hak-attach and the tests: libhak.a. Every daemon module except main goes into
-# libhakd.a, which hakd, hakctl and the unit tests link.
+# lib/ (buffers, logging, clocks, error buffers, checksums, byte order, ranges, child processes,
+# UNIX sockets) is shared by hakd, hakctl, hak-attach and the tests: libhak.a. Every daemon module
+# except main goes into libhakd.a, which hakd, hakctl and the unit tests link.
 LIB_SRC    := $(wildcard lib/*.c)
 LIB_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 LIBHAK     := $(BUILD)/libhak.a
@@ -99,7 +99,8 @@ $(LIBHAKTEST): $(UNIT_SUPPORT_OBJ)
 	@rm -f $@
 	$(call echo_cmd,AR,$@)ar rcs $@ $^
 
-$(BUILD)/tests/unit/%: tests/unit/%.c $(LIBHAKTEST) $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK) $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ))
+# The shim's objects come before the archives: they call into libhak too (errbuf).
+$(BUILD)/tests/unit/%: tests/unit/%.c $(filter-out $(BUILD)/kmod-shim/main.o,$(SHIM_OBJ)) $(LIBHAKTEST) $(LIBHAKCLI) $(LIBHAKD) $(LIBHAK)
 	@mkdir -p $(dir $@)
 	$(call echo_cmd,CCLD,$@)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -Ikmod-shim -Icli -Itests/unit -o $@ $^ $(LDFLAGS) $(CHECK_LIBS) $(LIBS)
 

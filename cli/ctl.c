@@ -6,29 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
+
+#include "lib/usock.h"
+
+int ctl_connect(const char *sock)
+{
+	int fd = usock_connect(sock);
+
+	if (fd < 0 && errno == ENAMETOOLONG)
+		fprintf(stderr, "hakctl: control socket path %s is too long.\n", sock);
+	else if (fd < 0)
+		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n", sock,
+		        strerror(errno));
+	return fd;
+}
 
 json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *line = NULL, *buf = NULL;
 	size_t len = 0, cap = 0;
 	json_t *resp = NULL;
 	int fd = -1;
 
 	*exit_code = EXIT_UNREACHABLE;
-	if (strlen(sock) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "hakctl: control socket path %s is too long.\n", sock);
+	fd = ctl_connect(sock);
+	if (fd < 0)
 		goto out;
-	}
-	strcpy(sa.sun_path, sock);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n", sock,
-		        strerror(errno));
-		goto out;
-	}
 	line = json_dumps(req, JSON_COMPACT);
 	if (!line)
 		goto out;

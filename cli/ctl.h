@@ -10,6 +10,8 @@
 /* hakctl's exit codes. */
 enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
 
+/* A socket connected to the hakd listening on sock, or -1 after a sentence on stderr. */
+int ctl_connect(const char *sock);
 /*
  * Send req to the hakd listening on sock and return its reply when it says ok. NULL otherwise,
  * with a sentence on stderr and *exit_code EXIT_UNREACHABLE (no answer) or EXIT_DAEMON (hakd

@@ -6,23 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ctl.h"
 #include "drillrep.h"
+#include "lib/clock.h"
 
 #define DRILL_POLL_US   20000
 #define DRILL_CRASH_US  20000 /* hakd crashes this long after its reply (clusterd.c) */
 #define DRILL_CHECK_MAX 4     /* seconds one --check run may take */
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* Read n's status; 0, or -1 when hakd cannot be reached (a crashed victim). */
 static int node_read(struct drill_node *n)
@@ -68,14 +60,14 @@ static int run_cmd(const char *cmd, char *out, size_t outlen)
 static int drill_watch(struct drill_report *rp, struct drill_node *v, struct drill_node *s,
                        int64_t t0, const struct drill_opts *o)
 {
-	while (!drillrep_done(rp) && now_us() - t0 < (int64_t)(o->timeout * 1e6)) {
+	while (!drillrep_done(rp) && clock_mono_us() - t0 < (int64_t)(o->timeout * 1e6)) {
 		/* a crashed victim's socket is gone: asking it would only print errors */
 		bool v_ok = rp->sc != DRILL_CRASH_PRIMARY && node_read(v) == 0;
 		bool s_ok = node_read(s) == 0;
 
-		if (drillrep_observe(rp, v, v_ok, s, s_ok, now_us() - t0) &&
+		if (drillrep_observe(rp, v, v_ok, s, s_ok, clock_mono_us() - t0) &&
 		    (!o->check || run_cmd(o->check, NULL, 0) == 0))
-			drillrep_check_passed(rp, now_us() - t0);
+			drillrep_check_passed(rp, clock_mono_us() - t0);
 		if (!drillrep_done(rp))
 			usleep(DRILL_POLL_US);
 	}
@@ -93,13 +85,13 @@ static int inject(enum drill_scenario sc, const struct drill_node *v, int64_t *t
 	else
 		req = json_pack("{s:s, s:s}", "cmd", "drill", "fault",
 		                sc == DRILL_CRASH_PRIMARY ? "crash" : "service");
-	*t0 = now_us();
+	*t0 = clock_mono_us();
 	r = req ? ctl_call(v->sock, req, &code) : NULL;
 	json_decref(req);
 	if (!r)
 		return code ? code : EXIT_DAEMON;
 	if (sc == DRILL_CRASH_PRIMARY)
-		*t0 = now_us() + DRILL_CRASH_US;
+		*t0 = clock_mono_us() + DRILL_CRASH_US;
 	json_decref(r);
 	return 0;
 }

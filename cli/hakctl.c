@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <fcntl.h>
@@ -24,6 +22,7 @@
 
 #include <hak/version.h>
 
+#include "lib/clock.h"
 #include "meta/al.h"
 #include "conf/config.h"
 #include "ctl.h"
@@ -413,21 +412,14 @@ static int cmd_disk(const struct cli *c, int argc, char **argv)
 
 static int events_connect(const struct cli *c)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	static const char req[] = "{\"cmd\":\"events\"}\n";
-	int fd = -1;
-	if (strlen(c->control) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "hakctl: control socket path %s is too long.\n", c->control);
+	int fd = ctl_connect(c->control);
+
+	if (fd < 0)
 		return -1;
-	}
-	strcpy(sa.sun_path, c->control);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
-		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n",
-		        c->control, strerror(errno));
-		if (fd >= 0)
-			close(fd);
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
+		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
+		close(fd);
 		return -1;
 	}
 	return fd;
@@ -479,13 +471,11 @@ static int cmd_events(const struct cli *c, int argc, char **argv)
 	int fd = events_connect(c);
 	if (fd < 0)
 		return EXIT_UNREACHABLE;
-	struct timespec t0, t;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	double t0 = clock_mono();
 	while (rc < 0) {
 		int wait_ms = -1;
 		if (timeout > 0) {
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			double el = (double)(t.tv_sec - t0.tv_sec) + (t.tv_nsec - t0.tv_nsec) / 1e9;
+			double el = clock_mono() - t0;
 			if (el >= timeout) {
 				rc = count > 0 ? EXIT_TIMEOUT : 0;
 				break;

@@ -2,19 +2,20 @@
 #include "attach.h"
 
 #include <ctype.h>
-#include <endian.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <netlink/genl/ctrl.h>
+
+#include "lib/endian.h"
+#include "lib/errbuf.h"
+#include "lib/usock.h"
 
 _Static_assert(ATTACH_KFLAG_HAS_FLAGS == NBD_FLAG_HAS_FLAGS, "HAS_FLAGS differs from the kernel");
 _Static_assert(ATTACH_KFLAG_READ_ONLY == NBD_FLAG_READ_ONLY, "READ_ONLY differs from the kernel");
@@ -28,62 +29,6 @@ _Static_assert(ATTACH_KFLAG_CAN_MULTI_CONN == NBD_FLAG_CAN_MULTI_CONN, "CAN_MULT
 /* A GO exchange is a handful of small replies; anything bigger is a broken or hostile server. */
 #define ATTACH_MAX_REPLY_LEN (UINT32_C(1) << 20)
 #define ATTACH_MAX_REPLIES   64
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || errlen == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, sizeof(v));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be16toh(v);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be32toh(v);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return be64toh(v);
-}
 
 /*
  * Move exactly len bytes. poll() bounds each step instead of SO_RCVTIMEO because the kernel keeps
@@ -134,13 +79,13 @@ static int io_fail(char *err, size_t errlen, const char *what)
 	int e = errno;
 
 	if (e == ECONNRESET)
-		seterr(err, errlen, "The NBD server closed the connection while %s.", what);
+		errbuf_set(err, errlen, "The NBD server closed the connection while %s.", what);
 	else if (e == ETIMEDOUT)
-		seterr(err, errlen, "The NBD server sent nothing for %d ms while %s.",
-		       ATTACH_HANDSHAKE_TIMEOUT_MS, what);
+		errbuf_set(err, errlen, "The NBD server sent nothing for %d ms while %s.",
+		           ATTACH_HANDSHAKE_TIMEOUT_MS, what);
 	else
-		seterr(err, errlen, "The connection to the NBD server failed while %s: %s.", what,
-		       strerror(e));
+		errbuf_set(err, errlen, "The connection to the NBD server failed while %s: %s.",
+		           what, strerror(e));
 	errno = e;
 	return -1;
 }
@@ -207,29 +152,32 @@ static int hs_greeting(int fd, uint16_t *hsflags, char *err, size_t errlen)
 		io_fail(err, errlen, "reading its greeting");
 		goto out;
 	}
-	magic = get64(buf);
-	opts = get64(buf + 8);
-	*hsflags = get16(buf + 16);
+	magic = be_get64(buf);
+	opts = be_get64(buf + 8);
+	*hsflags = be_get16(buf + 16);
 	if (magic != NBD_MAGIC_INIT) {
-		seterr(err, errlen,
-		       "The peer's greeting starts with 0x%016llx instead of NBDMAGIC, so it is "
-		       "not an NBD server.",
-		       (unsigned long long)magic);
+		errbuf_set(
+		    err, errlen,
+		    "The peer's greeting starts with 0x%016llx instead of NBDMAGIC, so it is "
+		    "not an NBD server.",
+		    (unsigned long long)magic);
 		proto_fail(EPROTO);
 	} else if (opts == ATTACH_MAGIC_OLDSTYLE) {
-		seterr(err, errlen,
-		       "The NBD server speaks the oldstyle protocol, which has no "
-		       "option negotiation; hak-attach needs fixed newstyle.");
+		errbuf_set(err, errlen,
+		           "The NBD server speaks the oldstyle protocol, which has no "
+		           "option negotiation; hak-attach needs fixed newstyle.");
 		proto_fail(EPROTO);
 	} else if (opts != NBD_MAGIC_OPTS) {
-		seterr(err, errlen, "The NBD server sent 0x%016llx where IHAVEOPT was expected.",
-		       (unsigned long long)opts);
+		errbuf_set(err, errlen,
+		           "The NBD server sent 0x%016llx where IHAVEOPT was expected.",
+		           (unsigned long long)opts);
 		proto_fail(EPROTO);
 	} else if (!(*hsflags & NBD_FLAG_FIXED_NEWSTYLE)) {
-		seterr(err, errlen,
-		       "The NBD server does not offer fixed newstyle negotiation (handshake flags "
-		       "0x%04x), which hak-attach requires.",
-		       *hsflags);
+		errbuf_set(
+		    err, errlen,
+		    "The NBD server does not offer fixed newstyle negotiation (handshake flags "
+		    "0x%04x), which hak-attach requires.",
+		    *hsflags);
 		proto_fail(EPROTO);
 	} else {
 		ret = 0;
@@ -243,9 +191,9 @@ static int opt_send(int fd, uint32_t opt, const void *data, uint32_t len)
 	uint8_t hdr[NBD_OPT_HEADER_SIZE];
 	int ret = -1;
 
-	put64(hdr, NBD_MAGIC_OPTS);
-	put32(hdr + 8, opt);
-	put32(hdr + 12, len);
+	be_put64(hdr, NBD_MAGIC_OPTS);
+	be_put32(hdr + 8, opt);
+	be_put32(hdr + 12, len);
 	if (xfer(fd, hdr, sizeof(hdr), true) < 0)
 		goto out;
 	if (len > 0 && xfer(fd, (void *)data, len, true) < 0)
@@ -263,11 +211,11 @@ static int opt_send_go(int fd, const char *export, size_t namelen)
 {
 	uint8_t buf[4 + NBD_MAX_STRING + 6];
 
-	put32(buf, (uint32_t)namelen);
+	be_put32(buf, (uint32_t)namelen);
 	memcpy(buf + 4, export, namelen);
-	put16(buf + 4 + namelen, 2);
-	put16(buf + 6 + namelen, NBD_INFO_BLOCK_SIZE);
-	put16(buf + 8 + namelen, NBD_INFO_NAME);
+	be_put16(buf + 4 + namelen, 2);
+	be_put16(buf + 6 + namelen, NBD_INFO_BLOCK_SIZE);
+	be_put16(buf + 8 + namelen, NBD_INFO_NAME);
 	return opt_send(fd, NBD_OPT_GO, buf, (uint32_t)(namelen + 10));
 }
 
@@ -307,20 +255,22 @@ static int rep_read_hdr(int fd, uint32_t opt, struct rep_hdr *r, char *err, size
 		io_fail(err, errlen, "reading an option reply");
 		goto out;
 	}
-	r->type = get32(buf + 12);
-	r->len = get32(buf + 16);
-	if (get64(buf) != NBD_MAGIC_OPT_REPLY) {
-		seterr(err, errlen, "The NBD server sent an option reply with bad magic 0x%016llx.",
-		       (unsigned long long)get64(buf));
+	r->type = be_get32(buf + 12);
+	r->len = be_get32(buf + 16);
+	if (be_get64(buf) != NBD_MAGIC_OPT_REPLY) {
+		errbuf_set(err, errlen,
+		           "The NBD server sent an option reply with bad magic 0x%016llx.",
+		           (unsigned long long)be_get64(buf));
 		proto_fail(EPROTO);
-	} else if (get32(buf + 8) != opt) {
-		seterr(err, errlen, "The NBD server answered option %u while option %u was asked.",
-		       get32(buf + 8), opt);
+	} else if (be_get32(buf + 8) != opt) {
+		errbuf_set(err, errlen,
+		           "The NBD server answered option %u while option %u was asked.",
+		           be_get32(buf + 8), opt);
 		proto_fail(EPROTO);
 	} else if (r->len > ATTACH_MAX_REPLY_LEN) {
-		seterr(err, errlen,
-		       "The NBD server announced a %u-byte option reply; the limit is %u.", r->len,
-		       ATTACH_MAX_REPLY_LEN);
+		errbuf_set(err, errlen,
+		           "The NBD server announced a %u-byte option reply; the limit is %u.",
+		           r->len, ATTACH_MAX_REPLY_LEN);
 		proto_fail(EPROTO);
 	} else {
 		ret = 0;
@@ -346,8 +296,8 @@ static int rep_error(int fd, const char *what, const char *export, const struct 
 		if (!isprint(text[i]))
 			text[i] = '?';
 	text[n] = '\0';
-	seterr(err, errlen, "The NBD server refused %s for export '%s' with %s: %s.", what, export,
-	       rep_name(r->type), n > 0 ? (const char *)text : "(no message)");
+	errbuf_set(err, errlen, "The NBD server refused %s for export '%s' with %s: %s.", what,
+	           export, rep_name(r->type), n > 0 ? (const char *)text : "(no message)");
 	return proto_fail(rep_errno(r->type));
 }
 
@@ -364,7 +314,7 @@ static int rep_info(int fd, const struct rep_hdr *r, struct attach_export *out, 
 	int ret = -1;
 
 	if (r->len < 2) {
-		seterr(err, errlen, "The NBD server sent a %u-byte NBD_REP_INFO.", r->len);
+		errbuf_set(err, errlen, "The NBD server sent a %u-byte NBD_REP_INFO.", r->len);
 		proto_fail(EPROTO);
 		goto out;
 	}
@@ -372,29 +322,29 @@ static int rep_info(int fd, const struct rep_hdr *r, struct attach_export *out, 
 		io_fail(err, errlen, "reading NBD_REP_INFO");
 		goto out;
 	}
-	type = get16(buf);
+	type = be_get16(buf);
 	if ((type == NBD_INFO_EXPORT && r->len != 12) ||
 	    (type == NBD_INFO_BLOCK_SIZE && r->len != 14)) {
-		seterr(err, errlen, "The NBD server sent information type %u with length %u.", type,
-		       r->len);
+		errbuf_set(err, errlen, "The NBD server sent information type %u with length %u.",
+		           type, r->len);
 		proto_fail(EPROTO);
 		goto out;
 	}
 	if (type == NBD_INFO_EXPORT) {
-		out->size = get64(buf + 2);
-		out->flags = get16(buf + 10);
+		out->size = be_get64(buf + 2);
+		out->flags = be_get16(buf + 10);
 		*have_export = true;
 	} else if (type == NBD_INFO_BLOCK_SIZE) {
-		out->min_block = get32(buf + 2);
-		out->pref_block = get32(buf + 6);
-		out->max_block = get32(buf + 10);
+		out->min_block = be_get32(buf + 2);
+		out->pref_block = be_get32(buf + 6);
+		out->max_block = be_get32(buf + 10);
 		out->has_block_size = true;
 		if (!pow2(out->min_block) || !pow2(out->pref_block) ||
 		    out->max_block < out->min_block) {
-			seterr(err, errlen,
-			       "The NBD server announced inconsistent block sizes (minimum %u, "
-			       "preferred %u, maximum %u).",
-			       out->min_block, out->pref_block, out->max_block);
+			errbuf_set(err, errlen,
+			           "The NBD server announced inconsistent block sizes (minimum %u, "
+			           "preferred %u, maximum %u).",
+			           out->min_block, out->pref_block, out->max_block);
 			proto_fail(EPROTO);
 			goto out;
 		}
@@ -438,24 +388,25 @@ static int go_replies(int fd, const char *export, struct attach_export *out, cha
 			goto out;
 		}
 		if (r.type != NBD_REP_ACK || r.len != 0) {
-			seterr(err, errlen,
-			       "The NBD server answered NBD_OPT_GO with reply type %u of %u bytes.",
-			       r.type, r.len);
+			errbuf_set(
+			    err, errlen,
+			    "The NBD server answered NBD_OPT_GO with reply type %u of %u bytes.",
+			    r.type, r.len);
 			proto_fail(EPROTO);
 			goto out;
 		}
 		if (!have_export) {
-			seterr(err, errlen,
-			       "The NBD server acknowledged NBD_OPT_GO without sending "
-			       "NBD_INFO_EXPORT, so the export size is unknown.");
+			errbuf_set(err, errlen,
+			           "The NBD server acknowledged NBD_OPT_GO without sending "
+			           "NBD_INFO_EXPORT, so the export size is unknown.");
 			proto_fail(EPROTO);
 			goto out;
 		}
 		ret = 0;
 		goto out;
 	}
-	seterr(err, errlen, "The NBD server sent more than %d replies to NBD_OPT_GO.",
-	       ATTACH_MAX_REPLIES);
+	errbuf_set(err, errlen, "The NBD server sent more than %d replies to NBD_OPT_GO.",
+	           ATTACH_MAX_REPLIES);
 	proto_fail(EPROTO);
 out:
 	return ret;
@@ -477,7 +428,7 @@ static int export_name_fallback(int fd, const char *export, size_t namelen, bool
 			io_fail(err, errlen, "reading the NBD_OPT_EXPORT_NAME reply");
 			goto out;
 		}
-		seterr(
+		errbuf_set(
 		    err, errlen,
 		    "The NBD server closed the connection after NBD_OPT_EXPORT_NAME, which means "
 		    "it has no export named '%s'.",
@@ -485,8 +436,8 @@ static int export_name_fallback(int fd, const char *export, size_t namelen, bool
 		proto_fail(ENOENT);
 		goto out;
 	}
-	out->size = get64(buf);
-	out->flags = get16(buf + 8);
+	out->size = be_get64(buf);
+	out->flags = be_get16(buf + 8);
 	ret = 0;
 out:
 	return ret;
@@ -498,9 +449,9 @@ static void opt_abort(int fd)
 	uint8_t hdr[NBD_OPT_HEADER_SIZE];
 	int e = errno;
 
-	put64(hdr, NBD_MAGIC_OPTS);
-	put32(hdr + 8, NBD_OPT_ABORT);
-	put32(hdr + 12, 0);
+	be_put64(hdr, NBD_MAGIC_OPTS);
+	be_put32(hdr + 8, NBD_OPT_ABORT);
+	be_put32(hdr + 12, 0);
 	(void)!send(fd, hdr, sizeof(hdr), MSG_NOSIGNAL | MSG_DONTWAIT);
 	errno = e;
 }
@@ -518,15 +469,15 @@ int attach_handshake(int fd, const char *export, struct attach_export *out, char
 		export = "";
 	namelen = strlen(export);
 	if (namelen > NBD_MAX_STRING) {
-		seterr(err, errlen, "The export name is %zu bytes long; NBD allows at most %u.",
-		       namelen, NBD_MAX_STRING);
+		errbuf_set(err, errlen, "The export name is %zu bytes long; NBD allows at most %u.",
+		           namelen, NBD_MAX_STRING);
 		proto_fail(EINVAL);
 		goto out;
 	}
 	if (hs_greeting(fd, &hsflags, err, errlen) < 0)
 		goto out;
 	/* Only echo NO_ZEROES when offered: a server that did not offer it would reject it. */
-	put32(cflags, NBD_FLAG_C_FIXED_NEWSTYLE | (hsflags & NBD_FLAG_NO_ZEROES));
+	be_put32(cflags, NBD_FLAG_C_FIXED_NEWSTYLE | (hsflags & NBD_FLAG_NO_ZEROES));
 	if (xfer(fd, cflags, sizeof(cflags), true) < 0 || opt_send_go(fd, export, namelen) < 0) {
 		io_fail(err, errlen, "sending NBD_OPT_GO");
 		goto out;
@@ -554,24 +505,26 @@ int attach_check_export(const struct attach_export *e, uint64_t bs, char *err, s
 	int ret = -1;
 
 	if (!block_size_valid(bs))
-		seterr(err, errlen,
-		       "The block size %llu is not a power of two between %u and %u bytes.",
-		       (unsigned long long)bs, ATTACH_MIN_BLOCK_SIZE, ATTACH_MAX_BLOCK_SIZE);
+		errbuf_set(err, errlen,
+		           "The block size %llu is not a power of two between %u and %u bytes.",
+		           (unsigned long long)bs, ATTACH_MIN_BLOCK_SIZE, ATTACH_MAX_BLOCK_SIZE);
 	else if (e->size == 0 || e->size > INT64_MAX)
-		seterr(err, errlen, "The export size %llu bytes cannot be given to the kernel.",
-		       (unsigned long long)e->size);
+		errbuf_set(err, errlen, "The export size %llu bytes cannot be given to the kernel.",
+		           (unsigned long long)e->size);
 	else if (e->size % bs != 0)
-		seterr(err, errlen,
-		       "The export size %llu bytes is not a multiple of the block size %llu; use a "
-		       "smaller --block-size or resize the volume.",
-		       (unsigned long long)e->size, (unsigned long long)bs);
+		errbuf_set(
+		    err, errlen,
+		    "The export size %llu bytes is not a multiple of the block size %llu; use a "
+		    "smaller --block-size or resize the volume.",
+		    (unsigned long long)e->size, (unsigned long long)bs);
 	else if (e->has_block_size && e->min_block > bs)
-		seterr(err, errlen,
-		       "The NBD server needs requests aligned to %u bytes but the kernel block "
-		       "size is %llu; use --block-size %u if it is at most %u.",
-		       e->min_block, (unsigned long long)bs, e->min_block, ATTACH_MAX_BLOCK_SIZE);
+		errbuf_set(err, errlen,
+		           "The NBD server needs requests aligned to %u bytes but the kernel block "
+		           "size is %llu; use --block-size %u if it is at most %u.",
+		           e->min_block, (unsigned long long)bs, e->min_block,
+		           ATTACH_MAX_BLOCK_SIZE);
 	else if (e->has_block_size && e->max_block < ATTACH_KERNEL_MAX_REQUEST)
-		seterr(
+		errbuf_set(
 		    err, errlen,
 		    "The NBD server accepts requests of at most %u bytes but the kernel may send "
 		    "up to %u bytes in one request.",
@@ -824,33 +777,16 @@ out:
 
 int attach_connect_unix(const char *path, char *err, size_t errlen)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = -1, e;
+	int fd = usock_connect(path), e = errno;
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		seterr(err, errlen, "The socket path %s is longer than %zu bytes.", path,
-		       sizeof(sa.sun_path) - 1);
-		errno = ENAMETOOLONG;
-		goto out;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		e = errno;
-		seterr(err, errlen, "Cannot create a UNIX socket: %s.", strerror(e));
-		errno = e;
-		goto out;
-	}
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		e = errno;
-		seterr(err, errlen, "Cannot connect to hakd at %s: %s%s.", path, strerror(e),
-		       (e == ENOENT || e == ECONNREFUSED) ? " (is hakd running and serving there?)"
-		                                          : "");
-		close(fd);
-		fd = -1;
-		errno = e;
-	}
-out:
+	if (fd < 0 && e == ENAMETOOLONG)
+		errbuf_set(err, errlen, "The socket path %s is too long for a UNIX socket.", path);
+	else if (fd < 0)
+		errbuf_set(err, errlen, "Cannot connect to hakd at %s: %s%s.", path, strerror(e),
+		           (e == ENOENT || e == ECONNREFUSED)
+		               ? " (is hakd running and serving there?)"
+		               : "");
+	errno = e;
 	return fd;
 }
 
@@ -887,23 +823,24 @@ int attach_nl_open(struct attach_nl *nl, char *err, size_t errlen)
 	nl->family = -1;
 	nl->sk = nl_socket_alloc();
 	if (!nl->sk) {
-		seterr(err, errlen, "Cannot allocate a netlink socket: out of memory.");
+		errbuf_set(err, errlen, "Cannot allocate a netlink socket: out of memory.");
 		errno = ENOMEM;
 		goto out;
 	}
 	r = genl_connect(nl->sk);
 	if (r < 0) {
-		seterr(err, errlen, "Cannot open a generic netlink socket: %s.", nl_geterror(r));
+		errbuf_set(err, errlen, "Cannot open a generic netlink socket: %s.",
+		           nl_geterror(r));
 		errno = nlerr_errno(r);
 		goto out;
 	}
 	/* On a normal host this autoloads nbd.ko through its genl family alias. */
 	r = genl_ctrl_resolve(nl->sk, NBD_GENL_FAMILY_NAME);
 	if (r < 0) {
-		seterr(err, errlen,
-		       "The kernel has no nbd generic-netlink family (%s): load the nbd module "
-		       "(modprobe nbd) or use nbdfuse.",
-		       nl_geterror(r));
+		errbuf_set(err, errlen,
+		           "The kernel has no nbd generic-netlink family (%s): load the nbd module "
+		           "(modprobe nbd) or use nbdfuse.",
+		           nl_geterror(r));
 		errno = r == -NLE_OBJ_NOTFOUND ? ENOENT : nlerr_errno(r);
 		goto out;
 	}
@@ -960,8 +897,8 @@ int attach_nl_send(struct attach_nl *nl, struct nl_msg *msg, int *index, char *e
 	/* The callback points at this stack frame; never leave it behind. */
 	nl_socket_modify_cb(nl->sk, NL_CB_VALID, NL_CB_DEFAULT, NULL, NULL);
 	if (r < 0) {
-		seterr(err, errlen, "The kernel refused %s: %s%s.", name, nl_geterror(r),
-		       nl_hint(r));
+		errbuf_set(err, errlen, "The kernel refused %s: %s%s.", name, nl_geterror(r),
+		           nl_hint(r));
 		errno = nlerr_errno(r);
 		goto out;
 	}

@@ -12,88 +12,31 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline void le_put16(uint8_t *p, uint16_t v)
-{
-	v = htole16(v);
-	memcpy(p, &v, 2);
-}
+/*
+ * le_put16 le_put32 le_put64 le_get16 le_get32 le_get64
+ * be_put16 be_put32 be_put64 be_get16 be_get32 be_get64
+ * put stores v at p in the byte order, get loads it; p need not be aligned.
+ */
+#define HAK_ENDIAN_ACCESSORS(order, bits)                                                          \
+	static inline void order##_put##bits(uint8_t *p, uint##bits##_t v)                         \
+	{                                                                                          \
+		v = hto##order##bits(v);                                                           \
+		memcpy(p, &v, sizeof(v));                                                          \
+	}                                                                                          \
+	static inline uint##bits##_t order##_get##bits(const uint8_t *p)                           \
+	{                                                                                          \
+		uint##bits##_t v;                                                                  \
+		memcpy(&v, p, sizeof(v));                                                          \
+		return order##bits##toh(v);                                                        \
+	}
 
-static inline void le_put32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
-}
+HAK_ENDIAN_ACCESSORS(le, 16)
+HAK_ENDIAN_ACCESSORS(le, 32)
+HAK_ENDIAN_ACCESSORS(le, 64)
+HAK_ENDIAN_ACCESSORS(be, 16)
+HAK_ENDIAN_ACCESSORS(be, 32)
+HAK_ENDIAN_ACCESSORS(be, 64)
 
-static inline void le_put64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static inline uint16_t le_get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return le16toh(v);
-}
-
-static inline uint32_t le_get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static inline uint64_t le_get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static inline uint16_t be_get16(const uint8_t *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static inline uint32_t be_get32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static inline uint64_t be_get64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-
-static inline void be_put16(uint8_t *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, 2);
-}
-
-static inline void be_put32(uint8_t *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
-static inline void be_put64(uint8_t *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, 8);
-}
+#undef HAK_ENDIAN_ACCESSORS
 
 #endif

@@ -2,11 +2,13 @@
 #include "log.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
-#include <time.h>
+
+#include "clock.h"
 
 static enum log_level cur_level = LOG_LVL_INFO;
 static int use_syslog;
@@ -56,23 +58,13 @@ static void log_emit(enum log_level level, const char *prefix, const char *fmt, 
 		syslog(syslog_prio[level], "%s%s", prefix, line);
 		goto out;
 	}
-	struct timespec ts;
-	struct tm tm;
-	char stamp[32];
-	clock_gettime(CLOCK_REALTIME, &ts);
-	localtime_r(&ts.tv_sec, &tm);
-	strftime(stamp, sizeof(stamp), "%H:%M:%S", &tm);
+	char stamp[16];
+	clock_format_time(stamp, sizeof(stamp), clock_wall_ms());
 	pthread_mutex_lock(&log_lock);
-	fprintf(stderr, "%s.%03ld hakd %s: %s%s\n", stamp, ts.tv_nsec / 1000000, level_names[level],
-	        prefix, line);
+	fprintf(stderr, "%s hakd %s: %s%s\n", stamp, level_names[level], prefix, line);
 	pthread_mutex_unlock(&log_lock);
 out:
 	errno = saved;
-}
-
-void log_vmsg(enum log_level level, const char *fmt, va_list ap)
-{
-	log_emit(level, "", fmt, ap);
 }
 
 void log_msg(enum log_level level, const char *fmt, ...)

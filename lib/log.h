@@ -7,8 +7,6 @@
 #ifndef HAK_LOG_H
 #define HAK_LOG_H
 
-#include <stdarg.h>
-
 enum log_level { LOG_LVL_ERR = 0, LOG_LVL_WARN, LOG_LVL_NOTICE, LOG_LVL_INFO, LOG_LVL_DEBUG };
 
 /* Send messages to syslog (ident "hakd") instead of stderr. */
@@ -19,7 +17,6 @@ enum log_level log_get_level(void);
 int log_level_parse(const char *name, enum log_level *out);
 
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void log_vmsg(enum log_level level, const char *fmt, va_list ap);
 /* The same with a "[vol] (role) " prefix; either may be NULL. */
 void log_vol(enum log_level level, const char *vol, const char *role, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -175,7 +175,8 @@ void proc_spawnattr_init(posix_spawnattr_t *at)
 	posix_spawnattr_setflags(at, POSIX_SPAWN_SETSCHEDULER);
 }
 
-void proc_spawnattr_flags(posix_spawnattr_t *at, short flags)
+/* Add flags to those proc_spawnattr_init() set. */
+static void proc_spawnattr_flags(posix_spawnattr_t *at, short flags)
 {
 	short old = 0;
 	posix_spawnattr_getflags(at, &old);

@@ -44,10 +44,9 @@ void proc_describe(const struct proc_result *res, double timeout, char *buf, uns
  */
 int proc_sched_batch(bool batch);
 /* Spawn attributes that give a child the normal CPU policy, whatever the spawning thread has:
- * posix_spawnattr_init plus POSIX_SPAWN_SETSCHEDULER; the caller may add flags with
- * proc_spawnattr_flags. */
+ * posix_spawnattr_init plus POSIX_SPAWN_SETSCHEDULER; a caller that sets more flags must keep
+ * that one. */
 void proc_spawnattr_init(posix_spawnattr_t *at);
-void proc_spawnattr_flags(posix_spawnattr_t *at, short flags);
 /* Runs a shell command line: /bin/sh -c CMD. */
 int proc_run_shell(struct ev_loop *loop, const char *cmd, char *const env[], double timeout,
                    proc_done_fn done, void *ctx, struct proc **out);

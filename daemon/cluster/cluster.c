@@ -81,7 +81,7 @@ const char *cluster_disk_name(enum cluster_disk d)
 	return (unsigned)d < CLUSTER_DISK_COUNT ? disk_names[d] : "unknown";
 }
 
-const char *cluster_group_name(enum cluster_group g)
+static const char *cluster_group_name(enum cluster_group g)
 {
 	return (unsigned)g < CLUSTER_GROUP_COUNT ? group_names[g] : "unknown";
 }
@@ -135,7 +135,8 @@ static unsigned paths_alive(const struct cluster_in *in)
 	return n;
 }
 
-bool cluster_peer_dead(const struct cluster_in *in)
+/* Silent on every path: the only case in which the peer counts as dead. */
+static bool cluster_peer_dead(const struct cluster_in *in)
 {
 	return paths_alive(in) == 0;
 }

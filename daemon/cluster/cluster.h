@@ -183,14 +183,11 @@ struct cluster_out {
 
 /* Decide the next step. Always fills *out (rule CLUSTER_R_INVALID for impossible inputs). */
 void cluster_decide(const struct cluster_in *in, struct cluster_out *out);
-/* Whether the peer is silent on every path (the only case in which it counts as dead). */
-bool cluster_peer_dead(const struct cluster_in *in);
 
 /* Names for logs and status: "promote", "switchover-to-peer", "UpToDate" ...; "unknown". */
 const char *cluster_rule_name(enum cluster_rule r);
 const char *cluster_action_name(unsigned bit);
 const char *cluster_disk_name(enum cluster_disk d);
-const char *cluster_group_name(enum cluster_group g);
 const char *cluster_cmd_name(enum cluster_cmd c);
 /* "freeze-io,ask-vote" into buf (always terminated); "none" for 0. Returns buf. */
 const char *cluster_actions_format(unsigned actions, char *buf, size_t len);

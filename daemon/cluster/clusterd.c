@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
@@ -24,6 +23,7 @@
 #include "group.h"
 #include "groupctl.h"
 #include "heartbeat.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "nbd/nbd.h"
 #include "lib/proc.h"
@@ -56,8 +56,6 @@ struct clusterd {
 	uint64_t decisions, changes;
 	double started; /* ev_now at start */
 };
-
-static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents);
 
 void clusterd_kick(struct clusterd *cd)
 {
@@ -325,14 +323,8 @@ static void decide(struct clusterd *cd)
 		clusterd_kick(cd);
 }
 
-static void kick_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	decide(w->data);
-}
-
-static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+/* Both timers, the kick and the periodic tick, only ask for the next step. */
+static void decide_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
@@ -378,14 +370,6 @@ static json_t *cmd_cluster(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:s}", "pending", cluster_cmd_name(c));
 }
 
-static uint64_t realtime_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* SIGKILL the group's services (pid files of started exec resources); how many were killed. */
 static int kill_services(struct clusterd *cd)
 {
@@ -419,7 +403,7 @@ static json_t *cmd_drill(void *ctx, json_t *req, char *err, size_t errlen)
 {
 	struct clusterd *cd = ctx;
 	const char *what = json_string_value(json_object_get(req, "fault"));
-	uint64_t now = realtime_us();
+	uint64_t now = clock_wall_us();
 	int killed = 0;
 
 	if (!cd->p.cfg->allow_drills) {
@@ -538,9 +522,9 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
 	         p->cfg->state_dir, p->cfg->cluster.cluster_id);
 	cd->standby = access(cd->standby_path, F_OK) == 0;
 	cd->last.rule = CLUSTER_R_COUNT; /* the first decision is always logged */
-	ev_timer_init(&cd->kick, kick_cb, 0.0, 0.0);
+	ev_timer_init(&cd->kick, decide_cb, 0.0, 0.0);
 	cd->kick.data = cd;
-	ev_timer_init(&cd->tick, tick_cb, CLUSTERD_TICK, CLUSTERD_TICK);
+	ev_timer_init(&cd->tick, decide_cb, CLUSTERD_TICK, CLUSTERD_TICK);
 	cd->tick.data = cd;
 	if (setup(cd, err, errlen) < 0) {
 		clusterd_stop(cd);

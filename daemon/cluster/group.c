@@ -547,13 +547,19 @@ int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const ch
 	return 0;
 }
 
+/* A blocked group takes no start or stop until the operator clears it. */
+static int group_refuse_blocked(const struct group *g, char *err, size_t errlen)
+{
+	if (g->state != GROUP_BLOCKED)
+		return 0;
+	snprintf(err, errlen, "Group %s is blocked (%s); clear it first.", g->cfg->name, g->reason);
+	return -1;
+}
+
 int group_start(struct group *g, char *err, size_t errlen)
 {
-	if (g->state == GROUP_BLOCKED) {
-		snprintf(err, errlen, "Group %s is blocked (%s); clear it first.", g->cfg->name,
-		         g->reason);
+	if (group_refuse_blocked(g, err, errlen) < 0)
 		return -1;
-	}
 	g->failing = false;
 	g->restarting = false;
 	g->want = g->n;
@@ -563,11 +569,8 @@ int group_start(struct group *g, char *err, size_t errlen)
 
 int group_stop(struct group *g, char *err, size_t errlen)
 {
-	if (g->state == GROUP_BLOCKED) {
-		snprintf(err, errlen, "Group %s is blocked (%s); clear it first.", g->cfg->name,
-		         g->reason);
+	if (group_refuse_blocked(g, err, errlen) < 0)
 		return -1;
-	}
 	g->restarting = false;
 	g->want = 0;
 	group_step(g);

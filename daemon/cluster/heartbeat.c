@@ -20,15 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster.h"
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
-#include "lib/proc.h"
+#include "loopthread.h"
 
 static const char *const verdict_names[HB_VERDICT_COUNT] = {
     "ok",        "bad-size",        "bad-magic", "bad-version", "bad-mac",
@@ -42,7 +42,10 @@ const char *hb_verdict_name(enum hb_verdict v)
 
 /* ---- codec ---- */
 
-int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
+static const struct hb_frame hb_frame = {HB_MAGIC, HB_VERSION, HB_PKT_SIZE, HB_MAC_OFFSET};
+
+/* HMAC-SHA256 of buf[0..len) under key. 0, or -1 with errno EIO. */
+static int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
 {
 	unsigned mdlen = 0;
 
@@ -54,10 +57,33 @@ int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out
 	return 0;
 }
 
+int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *buf)
+{
+	be_put32(buf, f->magic);
+	buf[4] = f->version;
+	return hb_mac(key, buf, f->mac_offset, buf + f->mac_offset);
+}
+
+enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, size_t len,
+                               const struct hb_key *key)
+{
+	uint8_t want[32];
+
+	if (len != f->size)
+		return HB_BAD_SIZE;
+	if (be_get32(buf) != f->magic)
+		return HB_BAD_MAGIC;
+	if (buf[4] != f->version)
+		return HB_BAD_VERSION;
+	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
+	if (hb_mac(key, buf, f->mac_offset, want) < 0 ||
+	    CRYPTO_memcmp(want, buf + f->mac_offset, sizeof(want)) != 0)
+		return HB_BAD_MAC;
+	return HB_OK;
+}
+
 int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE])
 {
-	be_put32(buf, HB_MAGIC);
-	buf[4] = HB_VERSION;
 	buf[5] = m->path;
 	buf[6] = m->role;
 	buf[7] = m->disk;
@@ -68,24 +94,16 @@ int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_P
 	be_put64(buf + 32, m->time_ms);
 	be_put16(buf + 40, m->flags);
 	be_put16(buf + 42, 0);
-	return hb_mac(key, buf, HB_MAC_OFFSET, buf + HB_MAC_OFFSET);
+	return hb_frame_seal(&hb_frame, key, buf);
 }
 
 enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
                           struct hb_msg *m)
 {
-	uint8_t want[32];
+	enum hb_verdict v = hb_frame_check(&hb_frame, buf, len, key);
 
-	if (len != HB_PKT_SIZE)
-		return HB_BAD_SIZE;
-	if (be_get32(buf) != HB_MAGIC)
-		return HB_BAD_MAGIC;
-	if (buf[4] != HB_VERSION)
-		return HB_BAD_VERSION;
-	/* Nothing else is trusted before the MAC: a forger must not learn which field it hit. */
-	if (hb_mac(key, buf, HB_MAC_OFFSET, want) < 0 ||
-	    CRYPTO_memcmp(want, buf + HB_MAC_OFFSET, sizeof(want)) != 0)
-		return HB_BAD_MAC;
+	if (v != HB_OK)
+		return v;
 	if (buf[5] >= HB_MAX_PATHS || buf[6] > CLUSTER_PRIMARY || buf[7] >= CLUSTER_DISK_COUNT ||
 	    (be_get16(buf + 40) & ~HB_F_ALL) || be_get16(buf + 42) != 0)
 		return HB_BAD_FIELD;
@@ -228,15 +246,10 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
 struct hb {
 	struct hb_config cfg;
 	int fds[HB_MAX_PATHS];
-	struct ev_loop *loop; /* the heartbeat thread's own */
-	struct ev_loop *main_loop;
+	struct loopthread lt;
 	ev_timer tick;
 	ev_timer expiry; /* when the first alive path goes dead if nothing more arrives */
 	ev_io rx[HB_MAX_PATHS];
-	ev_async stop_async;   /* main → heartbeat thread */
-	ev_async notify_async; /* heartbeat thread → main loop */
-	pthread_t thread;
-	bool thread_started;
 	hb_notify_fn notify;
 	void *arg;
 	/* heartbeat thread only */
@@ -255,20 +268,15 @@ struct hb {
 	struct hb_snapshot seen;
 };
 
-static int64_t mono_ms(void)
+ssize_t hb_recv(int fd, uint8_t *buf, size_t len, struct sockaddr_storage *from, socklen_t *flen)
 {
-	struct timespec ts;
+	ssize_t n;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static uint64_t real_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	*flen = sizeof(*from);
+	n = recvfrom(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)from, flen);
+	if (n >= 0)
+		memset((char *)from + *flen, 0, sizeof(*from) - *flen);
+	return n;
 }
 
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
@@ -308,7 +316,7 @@ static void send_all(struct hb *hb)
 	struct hb_msg m = {.cluster_id = hb->cfg.cluster_id,
 	                   .node_id = hb->cfg.node_id,
 	                   .incarnation = hb->incarnation,
-	                   .time_ms = real_us() / 1000u};
+	                   .time_ms = clock_wall_ms()};
 	uint8_t pkt[HB_PKT_SIZE];
 
 	pthread_mutex_lock(&hb->mu);
@@ -340,18 +348,19 @@ static void send_all(struct hb *hb)
  */
 static void arm_expiry(struct hb *hb)
 {
-	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1, now = mono_ms();
+	int64_t dead_ms = (int64_t)(hb->cfg.deadtime * 1000.0 + 0.5), next = -1,
+	        now = clock_mono_ms();
 
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		int64_t t = hb->heard_at[i] + dead_ms;
 		if (hb->paths[i].alive && hb->heard_at[i] >= 0 && (next < 0 || t < next))
 			next = t;
 	}
-	ev_timer_stop(hb->loop, &hb->expiry);
+	ev_timer_stop(hb->lt.loop, &hb->expiry);
 	if (next < 0)
 		return;
 	ev_timer_set(&hb->expiry, (double)(next > now ? next - now : 0) / 1000.0 + 0.001, 0.0);
-	ev_timer_start(hb->loop, &hb->expiry);
+	ev_timer_start(hb->lt.loop, &hb->expiry);
 }
 
 /* Refresh the paths' liveness now, tell the main loop if it changed, and re-arm the expiry. */
@@ -360,12 +369,12 @@ static void check_liveness(struct hb *hb)
 	bool changed;
 
 	pthread_mutex_lock(&hb->mu);
-	changed = update_liveness(hb, mono_ms());
+	changed = update_liveness(hb, clock_mono_ms());
 	if (changed)
 		hb->generation++;
 	pthread_mutex_unlock(&hb->mu);
 	if (changed)
-		ev_async_send(hb->main_loop, &hb->notify_async);
+		loopthread_notify(&hb->lt);
 	arm_expiry(hb);
 }
 
@@ -432,45 +441,30 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 64; i++) {
 		uint8_t buf[HB_PKT_SIZE + 1];
 		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
+		socklen_t flen;
 		struct hb_msg m;
-		ssize_t n = recvfrom(w->fd, buf, sizeof(buf), MSG_DONTWAIT,
-		                     (struct sockaddr *)&from, &flen);
+		ssize_t n = hb_recv(w->fd, buf, sizeof(buf), &from, &flen);
 		if (n < 0)
 			break;
-		memset((char *)&from + flen, 0, sizeof(from) - flen);
 		uint64_t *bad = classify(hb, path, &from, buf, n, &m);
 		pthread_mutex_lock(&hb->mu);
 		if (bad) {
 			(*bad)++;
-		} else if (accept_msg(hb, path, &m, mono_ms())) {
+		} else if (accept_msg(hb, path, &m, clock_mono_ms())) {
 			hb->generation++;
 			changed = true;
 		}
 		pthread_mutex_unlock(&hb->mu);
 	}
 	if (changed)
-		ev_async_send(hb->main_loop, &hb->notify_async);
+		loopthread_notify(&hb->lt);
 	arm_expiry(hb);
 }
 
-static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
+/* The first thing the heartbeat thread does: the peer need not wait an interval to hear us. */
+static void hb_first(void *arg)
 {
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void *hb_thread(void *arg)
-{
-	struct hb *hb = arg;
-
-	/* Heartbeats must not wait behind a busy CPU's time slice (hakd's I/O threads are
-	 * SCHED_BATCH by default); deadtimes are long enough that failing to set it is harmless. */
-	(void)proc_sched_batch(false);
-	send_all(hb); /* the peer need not wait an interval to hear us */
-	ev_run(hb->loop, 0);
-	return NULL;
+	send_all(arg);
 }
 
 static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
@@ -492,13 +486,12 @@ static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
 	hb->seen = *s;
 }
 
-static void notify_cb(struct ev_loop *loop, ev_async *w, int revents)
+/* In the main loop, after the heartbeat thread saw a change. */
+static void hb_main_notify(void *arg)
 {
-	struct hb *hb = w->data;
+	struct hb *hb = arg;
 	struct hb_snapshot s;
 
-	(void)loop;
-	(void)revents;
 	hb_snapshot(hb, &s);
 	emit_changes(hb, &s);
 	if (hb->notify)
@@ -577,33 +570,23 @@ static int check_cfg(const struct hb_config *cfg, char *err, size_t errlen)
 
 static int setup(struct hb *hb, char *err, size_t errlen)
 {
-	int e;
-
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		if (open_path(hb, i, err, errlen) < 0)
 			return -1;
 		hb->heard_at[i] = -1;
 		ev_io_init(&hb->rx[i], rx_cb, hb->fds[i], EV_READ);
 		hb->rx[i].data = hb;
-		ev_io_start(hb->loop, &hb->rx[i]);
+		ev_io_start(hb->lt.loop, &hb->rx[i]);
 	}
 	ev_timer_init(&hb->tick, tick_cb, hb->cfg.interval, hb->cfg.interval);
 	hb->tick.data = hb;
-	ev_timer_start(hb->loop, &hb->tick);
+	ev_timer_start(hb->lt.loop, &hb->tick);
 	ev_timer_init(&hb->expiry, expiry_cb, 1.0, 0.0);
 	hb->expiry.data = hb;
-	ev_async_init(&hb->stop_async, stop_cb);
-	ev_async_start(hb->loop, &hb->stop_async);
-	ev_async_init(&hb->notify_async, notify_cb);
-	hb->notify_async.data = hb;
-	ev_async_start(hb->main_loop, &hb->notify_async);
-	e = pthread_create(&hb->thread, NULL, hb_thread, hb);
-	if (e) {
-		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(e));
-		errno = e;
+	if (loopthread_start(&hb->lt, hb_first) < 0) {
+		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(errno));
 		return -1;
 	}
-	hb->thread_started = true;
 	return 0;
 }
 
@@ -622,18 +605,15 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 		return NULL;
 	}
 	hb->cfg = *cfg;
-	hb->main_loop = main_loop;
 	hb->notify = notify;
 	hb->arg = arg;
-	hb->incarnation = real_us();
+	hb->incarnation = clock_wall_us();
 	hb->seen.n_paths = hb->cfg.n_paths;
 	pthread_mutex_init(&hb->mu, NULL);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
 		hb->fds[i] = -1;
-	hb->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
-	if (!hb->loop) {
+	if (loopthread_init(&hb->lt, main_loop, hb_main_notify, hb) < 0) {
 		snprintf(err, errlen, "Cannot create the heartbeat event loop.");
-		errno = ENOMEM;
 		goto fail;
 	}
 	if (setup(hb, err, errlen) < 0)
@@ -657,7 +637,7 @@ void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags)
 
 void hb_snapshot(struct hb *hb, struct hb_snapshot *out)
 {
-	int64_t now = mono_ms();
+	int64_t now = clock_mono_ms();
 
 	memset(out, 0, sizeof(*out));
 	pthread_mutex_lock(&hb->mu);
@@ -677,17 +657,10 @@ void hb_stop(struct hb *hb)
 {
 	if (!hb)
 		return;
-	if (hb->thread_started) {
-		ev_async_send(hb->loop, &hb->stop_async);
-		pthread_join(hb->thread, NULL);
-	}
-	if (ev_is_active(&hb->notify_async))
-		ev_async_stop(hb->main_loop, &hb->notify_async);
+	loopthread_stop(&hb->lt);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
 		if (hb->fds[i] >= 0)
 			close(hb->fds[i]);
-	if (hb->loop)
-		ev_loop_destroy(hb->loop);
 	pthread_mutex_destroy(&hb->mu);
 	OPENSSL_cleanse(&hb->cfg.key, sizeof(hb->cfg.key));
 	free(hb);

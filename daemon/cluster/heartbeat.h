@@ -102,11 +102,34 @@ const char *hb_verdict_name(enum hb_verdict v);
  */
 int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen);
 /* Read path (which must not be readable by group or others) and hb_key_parse it. */
-/* HMAC-SHA256 of buf[0..len) under key (also the witness's packets). 0, or -1 with errno EIO. */
-int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32]);
+int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
 /* Same family, address and port. */
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
-int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
+/*
+ * One datagram from fd without waiting, of up to len bytes, its sender in *from (zeroed past the
+ * address, so hb_same_addr compares it whole) and *flen. Its size, or -1 with errno (EAGAIN: none
+ * left). Give a buffer one byte larger than a packet: a longer datagram then shows as the wrong
+ * size instead of being cut to the right one.
+ */
+ssize_t hb_recv(int fd, uint8_t *buf, size_t len, struct sockaddr_storage *from, socklen_t *flen);
+
+/*
+ * The frame the heartbeat and the witness packets share: exactly size bytes, the magic (u32) at 0
+ * and the version at 4, and at mac_offset the HMAC-SHA256 under the cluster key of every byte
+ * before it. The bytes in between are each format's own.
+ */
+struct hb_frame {
+	uint32_t magic;
+	uint8_t version;
+	size_t size, mac_offset;
+};
+/* Write the magic and the version into buf, whose fields are filled in, and close it with the MAC.
+ * 0, or -1 with errno EIO if OpenSSL fails. */
+int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *buf);
+/* Size, magic, version, then the MAC (compared in constant time): HB_OK when the fields may be
+ * read, the first check that failed otherwise. */
+enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, size_t len,
+                               const struct hb_key *key);
 
 /* ---- runtime ---- */
 

@@ -265,8 +265,9 @@ static int announce_fail(char *err, size_t errlen, const char *what, const char 
 	return -1;
 }
 
-int vip_announce(const char *ifname, const struct ipaddr *a, unsigned count, char *err,
-                 size_t errlen)
+/* Send count announcements now on ifname. Returns how many were sent, -1 with errno and err. */
+static int vip_announce(const char *ifname, const struct ipaddr *a, unsigned count, char *err,
+                        size_t errlen)
 {
 	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 	static const uint8_t all_nodes_mac[6] = {0x33, 0x33, 0, 0, 0, 1};
@@ -313,28 +314,35 @@ out:
 	return sent;
 }
 
+/* One burst of g's announcements, counted in g. A failure is logged here: the timer's burst has
+ * no caller to return it to. */
+static int garp_burst(struct vip_garp *g)
+{
+	char err[256];
+	int n = vip_announce(g->ifname, &g->addr, g->count, err, sizeof(err));
+
+	if (n < 0) {
+		g->failed++;
+		log_warn("%s", err);
+	} else {
+		g->sent += (unsigned)n;
+	}
+	return n;
+}
+
 static void garp_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct vip_garp *g = w->data;
-	char err[256];
-	int n;
 
 	(void)loop;
 	(void)revents;
 	g->active = false;
-	n = vip_announce(g->ifname, &g->addr, g->count, err, sizeof(err));
-	if (n < 0) {
-		g->failed++;
-		log_warn("%s", err);
-		return;
-	}
-	g->sent += (unsigned)n;
+	garp_burst(g);
 }
 
 int vip_garp_start(struct vip_garp *g, struct ev_loop *loop, const char *ifname,
                    const struct ipaddr *a, unsigned count, double delay)
 {
-	char err[256];
 	int n;
 
 	if (g->loop && g->active)
@@ -347,13 +355,7 @@ int vip_garp_start(struct vip_garp *g, struct ev_loop *loop, const char *ifname,
 	g->delay = delay;
 	ev_timer_init(&g->timer, garp_timer_cb, delay, 0.);
 	g->timer.data = g;
-	n = vip_announce(ifname, a, count, err, sizeof(err));
-	if (n < 0) {
-		g->failed++;
-		log_warn("%s", err);
-	} else {
-		g->sent += (unsigned)n;
-	}
+	n = garp_burst(g);
 	if (delay > 0) {
 		ev_timer_start(loop, &g->timer);
 		g->active = true;

@@ -42,9 +42,6 @@ int vip_present(const char *ifname, const struct ipaddr *a, char *err, size_t er
  * length written (at most len), or 0 if len is too small.
  */
 size_t vip_frame_build(const struct ipaddr *a, const uint8_t mac[6], uint8_t *buf, size_t len);
-/* Send count announcements now on ifname. Returns how many were sent, -1 with errno and err. */
-int vip_announce(const char *ifname, const struct ipaddr *a, unsigned count, char *err,
-                 size_t errlen);
 
 /* The announcement schedule: count now, count again after delay seconds (0: no second burst). */
 struct vip_garp {
@@ -61,7 +58,8 @@ struct vip_garp {
 
 /*
  * Send the first burst now and arm the second; calling it again restarts the schedule (the old
- * primary re-appeared: announce again). Returns the first burst's vip_announce() result.
+ * primary re-appeared: announce again). Returns how many announcements the first
+ * burst sent, or -1 with errno (logged).
  */
 int vip_garp_start(struct vip_garp *g, struct ev_loop *loop, const char *ifname,
                    const struct ipaddr *a, unsigned count, double delay);

@@ -3,6 +3,7 @@
  * The witness: codec, grant decision, the server (hakd --witness) and the node-side client.
  * See witness.h for the protocol and the lease rules.
  */
+#include "loopthread.h"
 #include "witness.h"
 
 #include <arpa/inet.h>
@@ -11,21 +12,18 @@
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
-#include "lib/proc.h"
 
 #define WIT_SEND_RING 64u /* requests whose send time the client remembers */
 
@@ -40,10 +38,10 @@ const char *wit_decision_name(enum wit_decision d)
 
 /* ---- codec ---- */
 
+static const struct hb_frame wit_frame = {WIT_MAGIC, WIT_VERSION, WIT_PKT_SIZE, WIT_MAC_OFFSET};
+
 int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
 {
-	be_put32(buf, WIT_MAGIC);
-	buf[4] = WIT_VERSION;
 	buf[5] = m->type;
 	buf[6] = (uint8_t)(m->flags >> 8);
 	buf[7] = (uint8_t)m->flags;
@@ -53,24 +51,17 @@ int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WI
 	be_put64(buf + 24, m->seq);
 	be_put32(buf + 32, m->holder);
 	be_put32(buf + 36, m->lease_ms);
-	return hb_mac(key, buf, WIT_MAC_OFFSET, buf + WIT_MAC_OFFSET);
+	return hb_frame_seal(&wit_frame, key, buf);
 }
 
 enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
                            struct wit_msg *m)
 {
-	uint8_t want[32];
+	enum hb_verdict v = hb_frame_check(&wit_frame, buf, len, key);
 	uint16_t flags;
 
-	if (len != WIT_PKT_SIZE)
-		return HB_BAD_SIZE;
-	if (be_get32(buf) != WIT_MAGIC)
-		return HB_BAD_MAGIC;
-	if (buf[4] != WIT_VERSION)
-		return HB_BAD_VERSION;
-	if (hb_mac(key, buf, WIT_MAC_OFFSET, want) < 0 ||
-	    CRYPTO_memcmp(want, buf + WIT_MAC_OFFSET, sizeof(want)) != 0)
-		return HB_BAD_MAC;
+	if (v != HB_OK)
+		return v;
 	flags = (uint16_t)(buf[6] << 8 | buf[7]);
 	if ((buf[5] != WIT_REQUEST && buf[5] != WIT_REPLY) || (flags & ~WIT_F_ALL) ||
 	    be_get32(buf + 12) < 1 || be_get32(buf + 12) > 2 || be_get32(buf + 32) > 2)
@@ -179,14 +170,6 @@ bad:
 	return -1;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int udp_bind(const struct sockaddr_storage *ss, socklen_t len)
 {
 	int fd = socket(ss->ss_family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -219,10 +202,9 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < 64; i++) {
 		uint8_t buf[WIT_PKT_SIZE + 1];
 		struct sockaddr_storage from;
-		socklen_t flen = sizeof(from);
+		socklen_t flen;
 		struct wit_msg req, rep;
-		ssize_t n = recvfrom(sv->fd, buf, sizeof(buf), MSG_DONTWAIT,
-		                     (struct sockaddr *)&from, &flen);
+		ssize_t n = hb_recv(sv->fd, buf, sizeof(buf), &from, &flen);
 		if (n < 0)
 			break;
 		if (wit_decode(buf, (size_t)n, &sv->key, &req) != HB_OK) {
@@ -230,8 +212,8 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		}
 		uint32_t before =
-		    sv->st.holder && mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
-		enum wit_decision d = wit_grant(&sv->st, &req, mono_ms(), sv->lease_ms, &rep);
+		    sv->st.holder && clock_mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
+		enum wit_decision d = wit_grant(&sv->st, &req, clock_mono_ms(), sv->lease_ms, &rep);
 		if (d == WIT_DROP) {
 			sv->dropped++;
 			continue;
@@ -286,7 +268,7 @@ int wit_serve(const struct hak_config *cfg)
 	}
 	sv.st.cluster_id = cfg->cluster.cluster_id;
 	sv.lease_ms = (int64_t)(2 * cfg->cluster.deadtime * 1000.0 + 0.5);
-	sv.st.quiet_until = mono_ms() + sv.lease_ms;
+	sv.st.quiet_until = clock_mono_ms() + sv.lease_ms;
 	ev_io_init(&rx, server_rx_cb, sv.fd, EV_READ);
 	rx.data = &sv;
 	ev_io_start(loop, &rx);
@@ -318,14 +300,9 @@ struct wit_client {
 	struct sockaddr_storage addr;
 	socklen_t addr_len;
 	int fd;
-	struct ev_loop *loop, *main_loop;
+	struct loopthread lt;
 	ev_timer tick;
 	ev_io rx;
-	ev_async stop_async, notify_async;
-	pthread_t thread;
-	bool thread_started;
-	void (*notify)(void *);
-	void *arg;
 	int64_t sent_ms[WIT_SEND_RING]; /* thread only: send time of seq % ring */
 	uint64_t last_rx_seq;           /* thread only */
 	/* shared, under mu */
@@ -376,7 +353,7 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	                    .node_id = c->node_id,
 	                    .incarnation = c->incarnation};
 	uint8_t buf[WIT_PKT_SIZE];
-	int64_t now = mono_ms();
+	int64_t now = clock_mono_ms();
 	bool ch;
 
 	(void)loop;
@@ -392,7 +369,7 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		(void)sendto(c->fd, buf, sizeof(buf), MSG_DONTWAIT,
 		             (const struct sockaddr *)&c->addr, c->addr_len);
 	if (ch)
-		ev_async_send(c->main_loop, &c->notify_async);
+		loopthread_notify(&c->lt);
 }
 
 static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -406,12 +383,10 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		uint8_t buf[WIT_PKT_SIZE + 1];
 		struct wit_msg m;
 		struct sockaddr_storage from;
-		socklen_t fl = sizeof(from);
-		ssize_t n =
-		    recvfrom(c->fd, buf, sizeof(buf), MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
+		socklen_t fl;
+		ssize_t n = hb_recv(c->fd, buf, sizeof(buf), &from, &fl);
 		if (n < 0)
 			break;
-		memset((char *)&from + fl, 0, sizeof(from) - fl);
 		bool ok = hb_same_addr(&from, &c->addr) &&
 		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
 		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
@@ -423,7 +398,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (!ok) {
 			c->rx_bad++;
 		} else {
-			int64_t now = mono_ms();
+			int64_t now = clock_mono_ms();
 			c->last_rx_seq = m.seq;
 			c->rx_ok++;
 			c->reply_at = now;
@@ -437,33 +412,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		pthread_mutex_unlock(&c->mu);
 	}
 	if (ch)
-		ev_async_send(c->main_loop, &c->notify_async);
-}
-
-static void client_stop_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-static void client_notify_cb(struct ev_loop *loop, ev_async *w, int revents)
-{
-	struct wit_client *c = w->data;
-
-	(void)loop;
-	(void)revents;
-	if (c->notify)
-		c->notify(c->arg);
-}
-
-static void *client_thread(void *arg)
-{
-	struct wit_client *c = arg;
-
-	(void)proc_sched_batch(false); /* like the heartbeat thread */
-	ev_run(c->loop, 0);
-	return NULL;
+		loopthread_notify(&c->lt);
 }
 
 struct wit_client *wit_client_start(const struct hb_config *hb, const char *witness_addr,
@@ -472,8 +421,6 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 {
 	struct wit_client *c = calloc(1, sizeof(*c));
 	struct sockaddr_storage any = {0};
-	struct timespec ts;
-	int e;
 
 	if (!c) {
 		snprintf(err, errlen, "Out of memory starting the witness client.");
@@ -488,14 +435,10 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 	c->key = hb->key;
 	c->cluster_id = hb->cluster_id;
 	c->node_id = hb->node_id;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	c->incarnation = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	c->incarnation = clock_wall_us();
 	c->lease_ms = (int64_t)(2 * hb->deadtime * 1000.0 + 0.5);
 	c->dead_ms = (int64_t)(hb->deadtime * 1000.0 + 0.5);
 	c->reply_at = -1;
-	c->main_loop = main_loop;
-	c->notify = notify;
-	c->arg = arg;
 	any.ss_family = c->addr.ss_family;
 	/* not connected: the source address follows the routes of each send, so a route to the
 	 * witness added after the start (boot order) is used at once */
@@ -504,28 +447,21 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 		         witness_addr, strerror(errno));
 		goto fail;
 	}
-	c->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
-	if (!c->loop) {
+	if (loopthread_init(&c->lt, main_loop, notify, arg) < 0) {
 		snprintf(err, errlen, "Cannot create the witness client's event loop.");
 		goto fail;
 	}
 	ev_timer_init(&c->tick, client_tick_cb, 0.0, hb->interval);
 	c->tick.data = c;
-	ev_timer_start(c->loop, &c->tick);
+	ev_timer_start(c->lt.loop, &c->tick);
 	ev_io_init(&c->rx, client_rx_cb, c->fd, EV_READ);
 	c->rx.data = c;
-	ev_io_start(c->loop, &c->rx);
-	ev_async_init(&c->stop_async, client_stop_cb);
-	ev_async_start(c->loop, &c->stop_async);
-	ev_async_init(&c->notify_async, client_notify_cb);
-	c->notify_async.data = c;
-	ev_async_start(main_loop, &c->notify_async);
-	e = pthread_create(&c->thread, NULL, client_thread, c);
-	if (e) {
-		snprintf(err, errlen, "Cannot start the witness client thread: %s.", strerror(e));
+	ev_io_start(c->lt.loop, &c->rx);
+	if (loopthread_start(&c->lt, NULL) < 0) {
+		snprintf(err, errlen, "Cannot start the witness client thread: %s.",
+		         strerror(errno));
 		goto fail;
 	}
-	c->thread_started = true;
 	return c;
 fail:
 	wit_client_stop(c);
@@ -545,7 +481,7 @@ void wit_client_state(struct wit_client *c, struct wit_client_state *out)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	client_eval(c, mono_ms(), out);
+	client_eval(c, clock_mono_ms(), out);
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -553,16 +489,9 @@ void wit_client_stop(struct wit_client *c)
 {
 	if (!c)
 		return;
-	if (c->thread_started) {
-		ev_async_send(c->loop, &c->stop_async);
-		pthread_join(c->thread, NULL);
-	}
-	if (c->main_loop && ev_is_active(&c->notify_async))
-		ev_async_stop(c->main_loop, &c->notify_async);
+	loopthread_stop(&c->lt);
 	if (c->fd >= 0)
 		close(c->fd);
-	if (c->loop)
-		ev_loop_destroy(c->loop);
 	pthread_mutex_destroy(&c->mu);
 	OPENSSL_cleanse(&c->key, sizeof(c->key));
 	free(c);

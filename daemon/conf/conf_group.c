@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <net/if.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,36 +16,12 @@
 #define RFIELD(m)  offsetof(struct hak_resource_cfg, m), sizeof(((struct hak_resource_cfg *)0)->m)
 #define SEC(n)     ((uint64_t)(n)*1000000u)
 
-static const char *const type_names[RES_TYPE_COUNT] = {"exec", "mount", "systemd", "attach", "vip"};
+static const char *const type_names[RES_TYPE_COUNT + 1] = {"exec",   "mount", "systemd",
+                                                           "attach", "vip",   NULL};
 
 const char *conf_res_type_name(enum hak_res_type t)
 {
 	return (unsigned)t < RES_TYPE_COUNT ? type_names[t] : "unknown";
-}
-
-static int enum_res_type(const char *s, void *field)
-{
-	for (unsigned i = 0; i < RES_TYPE_COUNT; i++) {
-		if (strcmp(s, type_names[i]) == 0) {
-			enum hak_res_type t = (enum hak_res_type)i;
-			memcpy(field, &t, sizeof(t));
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	conf_parse_verror(ps, line, col, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
@@ -61,8 +36,8 @@ const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS] = {
 };
 
 const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS] = {
-    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), enum_res_type,
-     "exec, mount, systemd, attach, vip", .doc = "what kind of resource it is"},
+    {"type", CONF_ENUM, CONF_REQUIRED, 0, 0, RFIELD(type), NULL, NULL,
+     .doc = "what kind of resource it is", .names = type_names},
     {"start", CONF_STRING, 0, 0, 0, RFIELD(start), NULL, NULL,
      .doc = "the shell command that starts it (exec)"},
     {"stop", CONF_STRING, 0, 0, 0, RFIELD(stop), NULL, NULL,
@@ -108,8 +83,8 @@ void *conf_group_open(struct conf_parse *ps, void *ctx, const struct conf_block 
 
 	(void)parent_base;
 	if (cfg->groups.n >= CONFIG_MAX_GROUPS) {
-		perr(ps, blk->line, blk->col, "Too many groups; hak supports at most %u.",
-		     CONFIG_MAX_GROUPS);
+		conf_parse_error(ps, blk->line, blk->col,
+		                 "Too many groups; hak supports at most %u.", CONFIG_MAX_GROUPS);
 		return NULL;
 	}
 	g = calloc(1, sizeof(*g));
@@ -132,7 +107,7 @@ int conf_group_check(struct conf_parse *ps, void *ctx, const struct conf_block *
 
 	(void)ctx;
 	if (!g->n_res)
-		return perr(
+		return conf_parse_error(
 		    ps, blk->line, blk->col,
 		    "Group '%s' has no resource; add at least one 'resource NAME {' section "
 		    "inside it.",
@@ -149,10 +124,11 @@ void *conf_resource_open(struct conf_parse *ps, void *ctx, const struct conf_blo
 	(void)ctx;
 	for (unsigned i = 0; i < g->n_res; i++) {
 		if (strcmp(g->res[i]->name, blk->name) == 0) {
-			perr(ps, blk->line, blk->col,
-			     "Group '%s' already has a resource '%s' (line %u); each needs its own "
-			     "name.",
-			     g->name, blk->name, g->res[i]->line);
+			conf_parse_error(
+			    ps, blk->line, blk->col,
+			    "Group '%s' already has a resource '%s' (line %u); each needs its own "
+			    "name.",
+			    g->name, blk->name, g->res[i]->line);
 			return NULL;
 		}
 	}
@@ -211,13 +187,14 @@ static int check_vip(struct conf_parse *ps, const struct conf_block *blk,
 	char err[256];
 
 	if (ipaddr_parse(r->address, &a, err, sizeof(err)) < 0)
-		return perr(ps, d->line, d->col, "Resource '%s': %s", r->name, err);
+		return conf_parse_error(ps, d->line, d->col, "Resource '%s': %s", r->name, err);
 	d = conf_parse_find(blk, "interface");
 	if (!r->interface[0] || strlen(r->interface) >= IFNAMSIZ || strchr(r->interface, '/'))
-		return perr(ps, d->line, d->col,
-		            "Resource '%s': '%s' is not an interface name (1 to %d characters, no "
-		            "'/').",
-		            r->name, r->interface, IFNAMSIZ - 1);
+		return conf_parse_error(
+		    ps, d->line, d->col,
+		    "Resource '%s': '%s' is not an interface name (1 to %d characters, no "
+		    "'/').",
+		    r->name, r->interface, IFNAMSIZ - 1);
 	return 0;
 }
 
@@ -230,15 +207,16 @@ int conf_resource_check(struct conf_parse *ps, void *ctx, const struct conf_bloc
 	for (unsigned i = 0; i < N_ELEMS(type_only_keys); i++) {
 		d = conf_parse_find(blk, type_only_keys[i]);
 		if (d && !key_allowed(r->type, type_only_keys[i]))
-			return perr(ps, d->line, d->col,
-			            "Key '%s' does not apply to resource '%s' of type %s.",
-			            type_only_keys[i], r->name, conf_res_type_name(r->type));
+			return conf_parse_error(
+			    ps, d->line, d->col,
+			    "Key '%s' does not apply to resource '%s' of type %s.",
+			    type_only_keys[i], r->name, conf_res_type_name(r->type));
 	}
 	for (unsigned i = 0; i < 4 && type_keys[r->type][i]; i++) {
 		if (!conf_parse_find(blk, type_keys[r->type][i]))
-			return perr(ps, blk->line, blk->col,
-			            "Resource '%s' of type %s needs the key '%s'.", r->name,
-			            conf_res_type_name(r->type), type_keys[r->type][i]);
+			return conf_parse_error(
+			    ps, blk->line, blk->col, "Resource '%s' of type %s needs the key '%s'.",
+			    r->name, conf_res_type_name(r->type), type_keys[r->type][i]);
 	}
 	return r->type == RES_VIP ? check_vip(ps, blk, r) : 0;
 }
@@ -253,13 +231,14 @@ int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list 
 		while (k < n_volumes && strcmp(volumes[k], g->volume) != 0)
 			k++;
 		if (k == n_volumes)
-			return perr(ps, g->line, 1,
-			            "Group '%s' follows volume '%s', but no 'volume %s {' section "
-			            "exists.",
-			            g->name, g->volume, g->volume);
+			return conf_parse_error(
+			    ps, g->line, 1,
+			    "Group '%s' follows volume '%s', but no 'volume %s {' section "
+			    "exists.",
+			    g->name, g->volume, g->volume);
 		for (unsigned j = 0; j < i; j++)
 			if (strcmp(gl->g[j]->volume, g->volume) == 0)
-				return perr(
+				return conf_parse_error(
 				    ps, g->line, 1,
 				    "Groups '%s' and '%s' both follow volume '%s'; one group "
 				    "per volume.",

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,9 +68,9 @@ void conf_parse_init(struct conf_parse *cp, const char *name, char *err, size_t 
 
 /* ---- errors: the first one wins, later ones are usually consequences of it ---- */
 
-int conf_parse_verror(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt,
-                      va_list ap)
+int conf_parse_error(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt, ...)
 {
+	va_list ap;
 	int n;
 
 	if (cp->failed || !cp->err || cp->errlen == 0)
@@ -77,19 +78,11 @@ int conf_parse_verror(struct conf_parse *cp, unsigned line, unsigned col, const 
 	n = snprintf(cp->err, cp->errlen, "%s:%u:%u: ", cp->name, line, col);
 	if (n < 0 || (size_t)n >= cp->errlen)
 		goto out;
+	va_start(ap, fmt);
 	vsnprintf(cp->err + n, cp->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
 out:
 	cp->failed = 1;
-	return -1;
-}
-
-int conf_parse_error(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	conf_parse_verror(cp, line, col, fmt, ap);
-	va_end(ap);
 	return -1;
 }
 

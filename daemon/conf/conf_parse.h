@@ -18,7 +18,6 @@
 #ifndef HAK_CONF_PARSE_H
 #define HAK_CONF_PARSE_H
 
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,8 +80,6 @@ void conf_parse_free(struct conf_parse *cp);
 /* Reports "NAME:LINE:COL: message" unless an error was reported before; always returns -1. */
 int conf_parse_error(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-int conf_parse_verror(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt,
-                      va_list ap) __attribute__((format(printf, 4, 0)));
 /* Reports running out of memory; returns -1. */
 int conf_parse_oom(struct conf_parse *cp);
 /* Zeroed memory that lives until conf_parse_free(); NULL when out of memory (nothing reported). */

@@ -5,7 +5,6 @@
  */
 #include "conf_schema.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,19 +18,6 @@ struct walk {
 	void *ctx;
 };
 
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	conf_parse_verror(ps, line, col, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 /* ---- helpers ---- */
 
 /* "a, b, c": the valid choices, for messages. */
@@ -40,6 +26,30 @@ static void list_append(char *list, size_t size, const char *item)
 	size_t used = strlen(list);
 
 	snprintf(list + used, size - used, "%s%s", used ? ", " : "", item);
+}
+
+/* The choices of an ENUM key, for messages. */
+static const char *enum_choices(const struct conf_key *k, char *list, size_t size)
+{
+	if (k->choices)
+		return k->choices;
+	list[0] = '\0';
+	for (const char *const *n = k->names; *n; n++)
+		list_append(list, size, *n);
+	return list;
+}
+
+static int enum_store(const struct conf_key *k, const char *s, void *field)
+{
+	if (!k->names)
+		return k->parse_enum(s, field);
+	for (int i = 0; k->names[i]; i++) {
+		if (strcmp(s, k->names[i]) == 0) {
+			memcpy(field, &i, sizeof(i));
+			return 0;
+		}
+	}
+	return -1;
 }
 
 static const struct conf_key *key_find(const struct conf_section *sec, const char *key)
@@ -87,13 +97,14 @@ static int check_path(struct conf_parse *ps, const struct conf_key *k, const str
 	size_t len = strlen(v->text);
 
 	if (v->text[0] != '/')
-		return perr(ps, v->line, v->col,
-		            "%s '%.80s' must be an absolute path (starting with '/').", k->key,
-		            v->text);
+		return conf_parse_error(ps, v->line, v->col,
+		                        "%s '%.80s' must be an absolute path (starting with '/').",
+		                        k->key, v->text);
 	if ((k->flags & CONF_SOCKET) && len > CONF_SOCKET_MAX)
-		return perr(ps, v->line, v->col,
-		            "%s is %zu bytes long; a UNIX socket path may be at most %u bytes.",
-		            k->key, len, CONF_SOCKET_MAX);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s is %zu bytes long; a UNIX socket path may be at most %u bytes.", k->key,
+		    len, CONF_SOCKET_MAX);
 	return 0;
 }
 
@@ -102,11 +113,13 @@ int conf_schema_addr_error(struct conf_parse *ps, const struct conf_key *k,
                            const struct conf_value *v, const char *why, const char *example)
 {
 	if (!why)
-		return perr(ps, v->line, v->col,
-		            "%s port '%.80s' is not valid; use a number from 1 to 65535.", k->key,
-		            strrchr(v->text, ':') + 1);
-	return perr(ps, v->line, v->col, "%s '%.80s' is not HOST:PORT (%s); write it like %s.",
-	            k->key, v->text, why, example);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s port '%.80s' is not valid; use a number from 1 to 65535.", k->key,
+		    strrchr(v->text, ':') + 1);
+	return conf_parse_error(ps, v->line, v->col,
+	                        "%s '%.80s' is not HOST:PORT (%s); write it like %s.", k->key,
+	                        v->text, why, example);
 }
 
 static int check_addr(struct conf_parse *ps, const struct conf_key *k, const struct conf_value *v)
@@ -127,12 +140,14 @@ static int apply_number(struct conf_parse *ps, const struct conf_key *k, const s
 
 	if (conf_parse_number(v->text, k->kind == CONF_SIZE, &n) < 0) {
 		if (k->kind == CONF_SIZE)
-			return perr(ps, v->line, v->col,
-			            "Bad size '%.80s' for %s; expected a size like 4096, 64K or "
-			            "32M.",
-			            v->text, k->key);
-		return perr(ps, v->line, v->col, "Bad number '%.80s' for %s; expected digits only.",
-		            v->text, k->key);
+			return conf_parse_error(
+			    ps, v->line, v->col,
+			    "Bad size '%.80s' for %s; expected a size like 4096, 64K or "
+			    "32M.",
+			    v->text, k->key);
+		return conf_parse_error(ps, v->line, v->col,
+		                        "Bad number '%.80s' for %s; expected digits only.", v->text,
+		                        k->key);
 	}
 	if (n < k->min || n > k->max) {
 		if (k->kind == CONF_SIZE) {
@@ -142,13 +157,15 @@ static int apply_number(struct conf_parse *ps, const struct conf_key *k, const s
 			snprintf(lo, sizeof(lo), "%llu", (unsigned long long)k->min);
 			snprintf(hi, sizeof(hi), "%llu", (unsigned long long)k->max);
 		}
-		return perr(ps, v->line, v->col, "%s %.80s is out of range; use %s to %s.", k->key,
-		            v->text, lo, hi);
+		return conf_parse_error(ps, v->line, v->col,
+		                        "%s %.80s is out of range; use %s to %s.", k->key, v->text,
+		                        lo, hi);
 	}
 	if ((k->flags & CONF_POW2) && (n & (n - 1)))
-		return perr(ps, v->line, v->col,
-		            "%s %.80s is not a power of two; use for example 512, 4K or 64K.",
-		            k->key, v->text);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s %.80s is not a power of two; use for example 512, 4K or 64K.", k->key,
+		    v->text);
 	store_uint(field, k->width, n);
 	return 0;
 }
@@ -161,15 +178,17 @@ static int apply_duration(struct conf_parse *ps, const struct conf_key *k,
 	double seconds;
 
 	if (conf_parse_duration(v->text, &us) < 0)
-		return perr(ps, v->line, v->col,
-		            "Bad duration '%.80s' for %s; write a number and a unit, ms or s, like "
-		            "200ms or 1.5s (to the microsecond at most).",
-		            v->text, k->key);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "Bad duration '%.80s' for %s; write a number and a unit, ms or s, like "
+		    "200ms or 1.5s (to the microsecond at most).",
+		    v->text, k->key);
 	if (us < k->min || us > k->max) {
 		conf_parse_fmt_duration(k->min, lo, sizeof(lo));
 		conf_parse_fmt_duration(k->max, hi, sizeof(hi));
-		return perr(ps, v->line, v->col, "%s %.80s is out of range; use %s to %s.", k->key,
-		            v->text, lo, hi);
+		return conf_parse_error(ps, v->line, v->col,
+		                        "%s %.80s is out of range; use %s to %s.", k->key, v->text,
+		                        lo, hi);
 	}
 	seconds = (double)us / 1e6;
 	memcpy(field, &seconds, sizeof(seconds));
@@ -178,7 +197,7 @@ static int apply_duration(struct conf_parse *ps, const struct conf_key *k,
 
 static void kind_hint(const struct conf_key *k, char *buf, size_t len)
 {
-	char lo[32], hi[32];
+	char lo[32], hi[32], list[256];
 
 	switch (k->kind) {
 	case CONF_STRING:
@@ -200,7 +219,7 @@ static void kind_hint(const struct conf_key *k, char *buf, size_t len)
 		         (unsigned long long)k->max);
 		break;
 	case CONF_ENUM:
-		snprintf(buf, len, "one of %s", k->choices);
+		snprintf(buf, len, "one of %s", enum_choices(k, list, sizeof(list)));
 		break;
 	case CONF_ADDR:
 		snprintf(buf, len, "HOST:PORT, like 0.0.0.0:10809 or [::1]:10809");
@@ -221,17 +240,17 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 {
 	void *field = (char *)base + k->offset;
 	const struct conf_value *v = d->vals;
-	char label[128], hint[128];
+	char label[128], hint[320], list[256];
 	int b;
 
 	conf_parse_label(blk, label, sizeof(label));
 	if (d->n_vals == 0) {
 		kind_hint(k, hint, sizeof(hint));
-		return perr(ps, d->line, d->col, "Key '%s' in %s needs a value: %s.", k->key, label,
-		            hint);
+		return conf_parse_error(ps, d->line, d->col, "Key '%s' in %s needs a value: %s.",
+		                        k->key, label, hint);
 	}
 	if (d->n_vals > 1 && !(k->flags & CONF_LIST))
-		return perr(
+		return conf_parse_error(
 		    ps, v->next->line, v->next->col,
 		    "Key '%s' takes one value but has %u; put a value with spaces in double "
 		    "quotes.",
@@ -249,10 +268,11 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 		return conf_schema_set_string(ps, field, v->text);
 	case CONF_BOOL:
 		if (conf_parse_bool(v->text, &b) < 0)
-			return perr(ps, v->line, v->col,
-			            "Bad boolean '%.80s' for %s; use yes or no (or true/false, "
-			            "on/off).",
-			            v->text, k->key);
+			return conf_parse_error(
+			    ps, v->line, v->col,
+			    "Bad boolean '%.80s' for %s; use yes or no (or true/false, "
+			    "on/off).",
+			    v->text, k->key);
 		memcpy(field, &b, sizeof(b));
 		return 0;
 	case CONF_SIZE:
@@ -261,9 +281,10 @@ static int apply_value(struct conf_parse *ps, const struct conf_block *blk,
 	case CONF_DURATION:
 		return apply_duration(ps, k, v, field);
 	case CONF_ENUM:
-		if (k->parse_enum(v->text, field) < 0)
-			return perr(ps, v->line, v->col, "Bad %s '%.80s'; choose one of %s.",
-			            k->key, v->text, k->choices);
+		if (enum_store(k, v->text, field) < 0)
+			return conf_parse_error(ps, v->line, v->col,
+			                        "Bad %s '%.80s'; choose one of %s.", k->key,
+			                        v->text, enum_choices(k, list, sizeof(list)));
 		return 0;
 	case CONF_CUSTOM:
 		return k->apply(ps, k, v, base);
@@ -283,19 +304,21 @@ static int unknown_key(const struct walk *w, const struct conf_block *blk,
 	conf_parse_label(blk, label, sizeof(label));
 	for (size_t i = 0; i < w->sc->n_sections; i++)
 		if (&secs[i] != sec && key_find(&secs[i], d->key))
-			return perr(w->ps, d->line, d->col,
-			            "Key '%s' belongs in a '%s' section, not in %s.", d->key,
-			            secs[i].type, label);
+			return conf_parse_error(w->ps, d->line, d->col,
+			                        "Key '%s' belongs in a '%s' section, not in %s.",
+			                        d->key, secs[i].type, label);
 	for (size_t i = 0; i < sec->n_keys; i++) {
 		names[i] = sec->keys[i].key;
 		list_append(list, sizeof(list), names[i]);
 	}
 	hint = conf_parse_suggest(d->key, names, sec->n_keys);
 	if (hint)
-		return perr(w->ps, d->line, d->col, "Unknown key '%.80s' in %s; did you mean '%s'?",
-		            d->key, label, hint);
-	return perr(w->ps, d->line, d->col, "Unknown key '%.80s' in %s; valid keys are: %s.",
-	            d->key, label, list);
+		return conf_parse_error(w->ps, d->line, d->col,
+		                        "Unknown key '%.80s' in %s; did you mean '%s'?", d->key,
+		                        label, hint);
+	return conf_parse_error(w->ps, d->line, d->col,
+	                        "Unknown key '%.80s' in %s; valid keys are: %s.", d->key, label,
+	                        list);
 }
 
 /* Two volumes on one backing store or one socket would corrupt data or fail to start. */
@@ -312,9 +335,10 @@ static int check_unique(struct conf_parse *ps, const struct conf_block *blk,
 	conf_parse_label(blk, label, sizeof(label));
 	conf_parse_label(first, other, sizeof(other));
 	label[0] = (char)(label[0] & ~0x20); /* it starts the sentence */
-	return perr(ps, v->line, v->col,
-	            "%s has the same %s '%.80s' as %s (line %u); each %s needs its own.", label,
-	            k->key, v->text, other, first->line, blk->type);
+	return conf_parse_error(
+	    ps, v->line, v->col,
+	    "%s has the same %s '%.80s' as %s (line %u); each %s needs its own.", label, k->key,
+	    v->text, other, first->line, blk->type);
 }
 
 static int missing_key(struct conf_parse *ps, const struct conf_block *blk,
@@ -323,9 +347,9 @@ static int missing_key(struct conf_parse *ps, const struct conf_block *blk,
 	char label[128];
 
 	conf_parse_label(blk, label, sizeof(label));
-	return perr(ps, blk->line, blk->col,
-	            "The %s section has no '%s' (%s); add %s '%s' line to it.", label, k->key,
-	            k->doc, strchr("aeiou", k->key[0]) ? "an" : "a", k->key);
+	return conf_parse_error(ps, blk->line, blk->col,
+	                        "The %s section has no '%s' (%s); add %s '%s' line to it.", label,
+	                        k->key, k->doc, strchr("aeiou", k->key[0]) ? "an" : "a", k->key);
 }
 
 static int apply_directives(const struct walk *w, const struct conf_block *blk,
@@ -341,9 +365,10 @@ static int apply_directives(const struct walk *w, const struct conf_block *blk,
 			return unknown_key(w, blk, sec, d);
 		size_t i = (size_t)(k - sec->keys);
 		if (seen[i])
-			return perr(w->ps, d->line, d->col,
-			            "Duplicate key '%s' in %s; it is already set at line %u.",
-			            k->key, label, seen[i]->line);
+			return conf_parse_error(
+			    w->ps, d->line, d->col,
+			    "Duplicate key '%s' in %s; it is already set at line %u.", k->key,
+			    label, seen[i]->line);
 		seen[i] = d;
 		if (apply_value(w->ps, blk, k, d, base) < 0)
 			return -1;
@@ -366,16 +391,18 @@ static int check_header(struct conf_parse *ps, const struct conf_block *blk,
                         const struct conf_section *sec)
 {
 	if (sec->named && !blk->name)
-		return perr(ps, blk->line, blk->col,
-		            "A '%s' section needs a name; write '%s NAME {'.", sec->type,
-		            sec->type);
+		return conf_parse_error(ps, blk->line, blk->col,
+		                        "A '%s' section needs a name; write '%s NAME {'.",
+		                        sec->type, sec->type);
 	if (!sec->named && blk->name)
-		return perr(ps, blk->name_line, blk->name_col,
-		            "A '%s' section takes no name; write '%s {'.", sec->type, sec->type);
+		return conf_parse_error(ps, blk->name_line, blk->name_col,
+		                        "A '%s' section takes no name; write '%s {'.", sec->type,
+		                        sec->type);
 	if (blk->name && !conf_schema_name_valid(blk->name))
-		return perr(ps, blk->name_line, blk->name_col,
-		            "Bad %s name '%.80s'; use 1 to %u letters, digits, '_', '.' or '-'.",
-		            sec->type, blk->name, CONF_SCHEMA_NAME_MAX);
+		return conf_parse_error(
+		    ps, blk->name_line, blk->name_col,
+		    "Bad %s name '%.80s'; use 1 to %u letters, digits, '_', '.' or '-'.", sec->type,
+		    blk->name, CONF_SCHEMA_NAME_MAX);
 	return 0;
 }
 
@@ -407,9 +434,10 @@ static int unknown_section(const struct walk *w, const struct conf_block *parent
 
 	if (parent->type) {
 		conf_parse_label(parent, label, sizeof(label));
-		return perr(w->ps, blk->line, blk->col,
-		            "A '%.80s' section cannot be inside %s; is the '}' closing %s missing?",
-		            blk->type, label, label);
+		return conf_parse_error(
+		    w->ps, blk->line, blk->col,
+		    "A '%.80s' section cannot be inside %s; is the '}' closing %s missing?",
+		    blk->type, label, label);
 	}
 	for (size_t i = 0; i < w->sc->n_sections; i++) {
 		if (w->sc->sections[i].parent)
@@ -419,11 +447,13 @@ static int unknown_section(const struct walk *w, const struct conf_block *parent
 	}
 	hint = conf_parse_suggest(blk->type, names, n);
 	if (hint)
-		return perr(w->ps, blk->line, blk->col,
-		            "Unknown section '%.80s'; did you mean '%s'? Valid sections are: %s.",
-		            blk->type, hint, list);
-	return perr(w->ps, blk->line, blk->col, "Unknown section '%.80s'; valid sections are: %s.",
-	            blk->type, list);
+		return conf_parse_error(
+		    w->ps, blk->line, blk->col,
+		    "Unknown section '%.80s'; did you mean '%s'? Valid sections are: %s.",
+		    blk->type, hint, list);
+	return conf_parse_error(w->ps, blk->line, blk->col,
+	                        "Unknown section '%.80s'; valid sections are: %s.", blk->type,
+	                        list);
 }
 
 static int validate_children(const struct walk *w, const struct conf_block *parent,
@@ -451,14 +481,16 @@ static int too_many(struct conf_parse *ps, const struct conf_block *c,
                     const struct conf_section *sec, const struct conf_block *first)
 {
 	if (sec->max_count == 1)
-		return perr(ps, c->line, c->col,
-		            "A second '%s' section; the first is at line %u, merge them.",
-		            sec->type, first->line);
+		return conf_parse_error(
+		    ps, c->line, c->col,
+		    "A second '%s' section; the first is at line %u, merge them.", sec->type,
+		    first->line);
 	if (sec->why_max)
-		return perr(ps, c->line, c->col, "Too many '%s' sections (more than %u); %s.",
-		            sec->type, sec->max_count, sec->why_max);
-	return perr(ps, c->line, c->col, "Too many '%s' sections (more than %u).", sec->type,
-	            sec->max_count);
+		return conf_parse_error(ps, c->line, c->col,
+		                        "Too many '%s' sections (more than %u); %s.", sec->type,
+		                        sec->max_count, sec->why_max);
+	return conf_parse_error(ps, c->line, c->col, "Too many '%s' sections (more than %u).",
+	                        sec->type, sec->max_count);
 }
 
 /* Sections of one parent, in file order: known type, count limits, and names unique per type. */
@@ -482,9 +514,9 @@ static int validate_children(const struct walk *w, const struct conf_block *pare
 		if (c->name && conf_parse_unique(w->ps, sec, c->name, c, &o) < 0)
 			return -1;
 		if (o)
-			return perr(w->ps, c->name_line, c->name_col,
-			            "Duplicate %s name '%s'; the first is at line %u.", c->type,
-			            c->name, o->line);
+			return conf_parse_error(w->ps, c->name_line, c->name_col,
+			                        "Duplicate %s name '%s'; the first is at line %u.",
+			                        c->type, c->name, o->line);
 		if (validate_section(w, c, sec, pbase) < 0)
 			return -1;
 	}
@@ -497,14 +529,16 @@ int conf_schema_validate(struct conf_parse *ps, const struct conf_schema *schema
 	struct walk w = {.ps = ps, .sc = schema, .ctx = ctx};
 
 	if (schema->n_sections > CONF_SCHEMA_MAX_SECTIONS)
-		return perr(ps, 1, 1, "The schema has %zu sections, more than the %u supported.",
-		            schema->n_sections, CONF_SCHEMA_MAX_SECTIONS);
+		return conf_parse_error(ps, 1, 1,
+		                        "The schema has %zu sections, more than the %u supported.",
+		                        schema->n_sections, CONF_SCHEMA_MAX_SECTIONS);
 	for (size_t i = 0; i < schema->n_sections; i++)
 		if (schema->sections[i].n_keys > CONF_SCHEMA_MAX_KEYS)
-			return perr(ps, 1, 1,
-			            "Section '%s' of the schema has %zu keys, more than the %u "
-			            "supported.",
-			            schema->sections[i].type, schema->sections[i].n_keys,
-			            CONF_SCHEMA_MAX_KEYS);
+			return conf_parse_error(
+			    ps, 1, 1,
+			    "Section '%s' of the schema has %zu keys, more than the %u "
+			    "supported.",
+			    schema->sections[i].type, schema->sections[i].n_keys,
+			    CONF_SCHEMA_MAX_KEYS);
 	return validate_children(&w, root, NULL, NULL);
 }

@@ -24,7 +24,7 @@ enum conf_kind {
 	CONF_SIZE,     /* uint32_t or uint64_t: bytes, with K/M/G/T suffixes */
 	CONF_BOOL,     /* int */
 	CONF_UINT,     /* uint32_t or uint64_t */
-	CONF_ENUM,     /* whatever parse_enum() stores */
+	CONF_ENUM,     /* an enum: the index in names, or whatever parse_enum() stores */
 	CONF_ADDR,     /* char *: HOST:PORT */
 	CONF_DURATION, /* double seconds; min and max in microseconds */
 	CONF_CUSTOM,   /* apply() checks and stores it */
@@ -43,12 +43,17 @@ struct conf_key {
 	uint64_t min, max; /* SIZE, UINT; DURATION in microseconds */
 	size_t offset;     /* of the field in the section's struct */
 	size_t width;      /* sizeof the field: SIZE and UINT store 4 or 8 bytes */
-	int (*parse_enum)(const char *s, void *field); /* ENUM: 0, or -1 if s is no choice */
-	const char *choices; /* ENUM: the choices; CUSTOM: what the value is; for messages */
+	int (*parse_enum)(const char *s, void *field); /* ENUM without names: 0, or -1 if s is no
+	                                                  choice */
+	const char *choices; /* ENUM: the choices (default: names); CUSTOM: what the value is; for
+	                        messages */
 	const char *doc;     /* what it is, for the "missing key" message */
 	/* CUSTOM: checks and stores the value; returns 0, or -1 after conf_parse_error() */
 	int (*apply)(struct conf_parse *ps, const struct conf_key *k, const struct conf_value *v,
 	             void *base);
+	/* ENUM: the choices, NULL-terminated; the field (an enum) gets the index of the one given
+	 */
+	const char *const *names;
 };
 
 struct conf_section {

@@ -15,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,20 +33,14 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int perr(struct conf_parse *ps, unsigned line, unsigned col, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	conf_parse_verror(ps, line, col, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
-static const char *const mode_names[] = {"sync", "memsync", "async"};
+/* The choices of the ENUM keys without a parser of their own, in the order of their enums. */
+static const char *const mode_names[] = {"sync", "memsync", "async", NULL};
+static const char *const csums_names[] = {"no", "yes", "after-crash", NULL};
+static const char *const io_error_names[] = {"detach", "pass-on", NULL};
+static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
+static const char *const disk_failure_names[] = {"detach", "failover", NULL};
+static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
+static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
 
 static int enum_log_level(const char *s, void *field)
 {
@@ -57,54 +50,6 @@ static int enum_log_level(const char *s, void *field)
 static int enum_io_kind(const char *s, void *field)
 {
 	return io_kind_parse(s, field);
-}
-
-static int enum_sched_policy(const char *s, void *field)
-{
-	int v = strcmp(s, "batch") == 0 ? 1 : strcmp(s, "normal") == 0 ? 0 : -1;
-	if (v < 0)
-		return -1;
-	memcpy(field, &v, sizeof(v));
-	return 0;
-}
-
-static int enum_io_error(const char *s, void *field)
-{
-	static const char *const names[] = {"detach", "pass-on"};
-	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-		if (strcmp(s, names[i]) == 0) {
-			enum hak_io_error_policy p = (enum hak_io_error_policy)i;
-			memcpy(field, &p, sizeof(p));
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static int enum_mode(const char *s, void *field)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
-		if (strcmp(s, mode_names[i]) == 0) {
-			enum hak_repl_mode m = (enum hak_repl_mode)i;
-			memcpy(field, &m, sizeof(m));
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static const char *const csums_names[] = {"no", "yes", "after-crash"};
-
-static int enum_csums(const char *s, void *field)
-{
-	for (size_t i = 0; i < ARRAY_SIZE(csums_names); i++) {
-		if (strcmp(s, csums_names[i]) == 0) {
-			enum hak_csums c = (enum hak_csums)i;
-			memcpy(field, &c, sizeof(c));
-			return 0;
-		}
-	}
-	return -1;
 }
 
 static int enum_hash_alg(const char *s, void *field)
@@ -117,8 +62,8 @@ static int enum_hash_alg(const char *s, void *field)
 	return 0;
 }
 
-static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
-                           const struct conf_value *v, void *base);
+static int apply_node_ref(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base);
 static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base);
 static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
@@ -128,52 +73,12 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
                                    const struct conf_value *v, void *base);
 
-static int enum_quorum_loss(const char *s, void *field)
-{
-	enum hak_quorum_loss q;
-
-	if (strcmp(s, "freeze") == 0)
-		q = HAK_QL_FREEZE;
-	else if (strcmp(s, "demote") == 0)
-		q = HAK_QL_DEMOTE;
-	else
-		return -1;
-	memcpy(field, &q, sizeof(q));
-	return 0;
-}
-
-static int enum_disk_failure(const char *s, void *field)
-{
-	enum hak_disk_failure d;
-
-	if (strcmp(s, "detach") == 0)
-		d = HAK_DF_DETACH;
-	else if (strcmp(s, "failover") == 0)
-		d = HAK_DF_FAILOVER;
-	else
-		return -1;
-	memcpy(field, &d, sizeof(d));
-	return 0;
-}
-
-static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
-                              const struct conf_value *v, void *base);
-
 static int enum_sb_policy(const char *s, void *field)
 {
 	enum sb_policy p;
 	if (sbpolicy_parse(s, &p) < 0)
 		return -1;
 	memcpy(field, &p, sizeof(p));
-	return 0;
-}
-
-static int enum_integrity(const char *s, void *field)
-{
-	int on = strcmp(s, "crc32c") == 0;
-	if (!on && strcmp(s, "none") != 0)
-		return -1;
-	memcpy(field, &on, sizeof(on));
 	return 0;
 }
 
@@ -195,13 +100,14 @@ static const struct conf_key global_keys[] = {
     {"max-clients", CONF_UINT, 0, 1, 1024, GFIELD(max_clients), NULL, NULL,
      .doc = "the most NBD clients per volume"},
     {"node", CONF_CUSTOM, 0, 0, 0, GFIELD(node_name), NULL, "the name of a node section",
-     "which node this machine is", .apply = apply_node_name},
+     "which node this machine is", .apply = apply_node_ref},
     {"state-dir", CONF_PATH, 0, 0, 0, GFIELD(state_dir), NULL, NULL,
      .doc = "the directory of hakd's state files"},
     {"allow-drills", CONF_BOOL, 0, 0, 0, GFIELD(allow_drills), NULL, NULL,
      .doc = "whether hakctl drill may crash this node's hakd and services (default no)"},
-    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), enum_sched_policy, "batch, normal",
-     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))"},
+    {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), NULL, "batch, normal",
+     .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))",
+     .names = sched_names},
 };
 
 static const struct conf_key node_keys[] = {
@@ -225,17 +131,18 @@ static const struct conf_key cluster_keys[] = {
      .doc = "how long the peer must be silent on every path to be dead"},
     {"auth-key-file", CONF_PATH, CONF_REQUIRED, 0, 0, CFIELD(auth_key_file), NULL, NULL,
      .doc = "the file with the key that authenticates heartbeats"},
-    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), enum_quorum_loss,
-     "freeze, demote", .doc = "what a primary does that lost both its peer and the witness"},
+    {"on-quorum-loss", CONF_ENUM, 0, 0, 0, CFIELD(on_quorum_loss), NULL, NULL,
+     .doc = "what a primary does that lost both its peer and the witness",
+     .names = quorum_loss_names},
     {"witness-address", CONF_ADDR, 0, 0, 0, CFIELD(witness_address), NULL, NULL,
      .doc = "the witness's IP:PORT: where hakd --witness listens and the nodes ask for its vote"},
     {"quorum", CONF_BOOL, 0, 0, 0, CFIELD(quorum), NULL, NULL,
      .doc = "no: promote without a witness vote, after fence-hook succeeded (default yes)"},
     {"fence-hook", CONF_PATH, 0, 0, 0, CFIELD(fence_hook), NULL, NULL,
      .doc = "a program that powers the peer off; exit 0 means it can no longer write"},
-    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), enum_disk_failure,
-     "detach, failover",
-     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over"},
+    {"on-disk-failure", CONF_ENUM, 0, 0, 0, CFIELD(on_disk_failure), NULL, NULL,
+     .doc = "what a primary whose backing disk failed does: serve through the peer, or hand over",
+     .names = disk_failure_names},
     {"preferred-node", CONF_STRING, 0, 0, 0, CFIELD(preferred_node), NULL, NULL,
      .doc = "the node that takes the primary role when both could and neither is"},
 };
@@ -257,8 +164,8 @@ static const struct conf_key volume_keys[] = {
      .doc = "the smallest I/O size clients may use"},
     {"max-payload", CONF_SIZE, 0, 64u << 10, 64u << 20, VFIELD(max_payload), NULL, NULL,
      .doc = "the largest request clients may send"},
-    {"mode", CONF_ENUM, 0, 0, 0, VFIELD(mode), enum_mode, "sync, memsync, async",
-     .doc = "when a write is acknowledged"},
+    {"mode", CONF_ENUM, 0, 0, 0, VFIELD(mode), NULL, NULL, .doc = "when a write is acknowledged",
+     .names = mode_names},
     {"meta-disk", CONF_CUSTOM, 0, 0, 0, VFIELD(meta_path), NULL, "'internal' or an absolute path",
      "where the replication metadata is kept", .apply = apply_meta_disk},
     {"bitmap-block-size", CONF_SIZE, CONF_POW2, 4u << 10, 1u << 20, VFIELD(bitmap_block_size), NULL,
@@ -280,17 +187,18 @@ static const struct conf_key volume_keys[] = {
      "discard-node",
      .doc = "whose changes a split brain drops"},
     {"discard-node", CONF_CUSTOM, 0, 0, 0, VFIELD(sb_discard_node), NULL, "a node name",
-     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_discard_node},
+     "the node whose changes 'after-split-brain discard-node' drops", .apply = apply_node_ref},
     {"split-brain-hook", CONF_PATH, 0, 0, 0, VFIELD(sb_hook), NULL, NULL,
      .doc = "the program run on a split brain"},
-    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), enum_integrity, "none, crc32c",
-     .doc = "the checksum of replicated data"},
+    {"data-integrity", CONF_ENUM, 0, 0, 0, VFIELD(data_integrity), NULL, NULL,
+     .doc = "the checksum of replicated data", .names = integrity_names},
     {"verify-alg", CONF_ENUM, 0, 0, 0, VFIELD(verify_alg), enum_hash_alg, "crc32c, sha256",
      .doc = "the block hash of online verify and checksum-based resync"},
-    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), enum_csums, "no, yes, after-crash",
-     .doc = "whether a resync first compares block hashes and sends only what differs"},
-    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), enum_io_error, "detach, pass-on",
-     .doc = "what a failed request of the backing store does"},
+    {"csums", CONF_ENUM, 0, 0, 0, VFIELD(csums), NULL, NULL,
+     .doc = "whether a resync first compares block hashes and sends only what differs",
+     .names = csums_names},
+    {"on-io-error", CONF_ENUM, 0, 0, 0, VFIELD(on_io_error), NULL, NULL,
+     .doc = "what a failed request of the backing store does", .names = io_error_names},
     {"local-io-error-hook", CONF_PATH, 0, 0, 0, VFIELD(local_io_error_hook), NULL, NULL,
      .doc = "the program run when the backing store fails a request"},
     {"al-extents", CONF_UINT, 0, 0, HAK_AL_EXTENTS_MAX, VFIELD(al_extents), NULL, NULL,
@@ -355,41 +263,52 @@ static uint64_t duration_usec(double seconds)
 	return (uint64_t)(seconds * 1e6 + 0.5);
 }
 
-static int apply_node_name(struct conf_parse *ps, const struct conf_key *k,
-                           const struct conf_value *v, void *base)
+/* A key (node, discard-node) whose char * field names a node section. */
+static int apply_node_ref(struct conf_parse *ps, const struct conf_key *k,
+                          const struct conf_value *v, void *base)
 {
-	struct hak_config *cfg = base;
-
 	if (!conf_schema_name_valid(v->text))
-		return perr(
+		return conf_parse_error(
 		    ps, v->line, v->col,
 		    "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' or "
 		    "'-', as in the 'node NAME {' sections.",
 		    v->text, k->key, CONF_SCHEMA_NAME_MAX);
-	return conf_schema_set_string(ps, &cfg->node_name, v->text);
+	return conf_schema_set_string(ps, (char **)((char *)base + k->offset), v->text);
 }
 
-/* The peer connects to this address, so it must be a real, numeric one: no name, no wildcard. */
+/*
+ * One of node n's own IP:PORTs (address, heartbeat-address) into *hp. The peer sends to it, so it
+ * must be a real, numeric one: no name, no wildcard. 0, or -1 after an error.
+ */
+static int node_ip_port(struct conf_parse *ps, const struct conf_key *k, const struct conf_value *v,
+                        const struct hak_node_cfg *n, const char *example, struct conf_hostport *hp)
+{
+	const char *why;
+
+	if (conf_parse_hostport(v->text, hp, &why) < 0)
+		return conf_schema_addr_error(ps, k, v, why, example);
+	if (hp->family == AF_UNSPEC)
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s '%.80s' of node '%s' has a host name; write the node's IP "
+		    "address, like %s.",
+		    k->key, v->text, n->name, example);
+	if (strcmp(hp->host, "0.0.0.0") == 0 || strcmp(hp->host, "::") == 0)
+		return conf_parse_error(ps, v->line, v->col,
+		                        "%s '%.80s' of node '%s' is the wildcard address; the peer "
+		                        "sends to it, so write the node's own IP address.",
+		                        k->key, v->text, n->name);
+	return 0;
+}
+
 static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base)
 {
 	struct hak_node_cfg *n = base;
 	struct conf_hostport hp;
-	const char *why;
 
-	if (conf_parse_hostport(v->text, &hp, &why) < 0)
-		return conf_schema_addr_error(ps, k, v, why,
-		                              "192.0.2.1:7789 or [2001:db8::1]:7789");
-	if (hp.family == AF_UNSPEC)
-		return perr(ps, v->line, v->col,
-		            "address '%.80s' of node '%s' has a host name; write the node's IP "
-		            "address, like 192.0.2.1:7789 or [2001:db8::1]:7789.",
-		            v->text, n->name);
-	if (strcmp(hp.host, "0.0.0.0") == 0 || strcmp(hp.host, "::") == 0)
-		return perr(ps, v->line, v->col,
-		            "address '%.80s' of node '%s' is the wildcard address; the peer "
-		            "connects to it, so write the node's own IP address.",
-		            v->text, n->name);
+	if (node_ip_port(ps, k, v, n, "192.0.2.1:7789 or [2001:db8::1]:7789", &hp) < 0)
+		return -1;
 	_Static_assert(sizeof(n->host) <= sizeof(hp.host), "host buffers");
 	memcpy(n->host, hp.host, sizeof(n->host));
 	n->host[sizeof(n->host) - 1] = '\0';
@@ -407,10 +326,11 @@ static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
 	if (len < 1 || len > CONFIG_HOSTNAME_MAX || v->text[0] == '.' || v->text[0] == '-' ||
 	    strspn(v->text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
 	        len)
-		return perr(ps, v->line, v->col,
-		            "Bad %s '%.80s' for node '%s'; use 1 to %u letters, digits, '-', '_' "
-		            "or '.', as the 'hostname' command prints it.",
-		            k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "Bad %s '%.80s' for node '%s'; use 1 to %u letters, digits, '-', '_' "
+		    "or '.', as the 'hostname' command prints it.",
+		    k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
 	return conf_schema_set_string(ps, &n->hostname, v->text);
 }
 
@@ -426,44 +346,35 @@ static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
 		return 0;
 	}
 	if (v->text[0] != '/')
-		return perr(ps, v->line, v->col,
-		            "%s '%.80s' must be 'internal' or an absolute path (starting with "
-		            "'/').",
-		            k->key, v->text);
+		return conf_parse_error(
+		    ps, v->line, v->col,
+		    "%s '%.80s' must be 'internal' or an absolute path (starting with "
+		    "'/').",
+		    k->key, v->text);
 	vol->meta_internal = false;
 	return conf_schema_set_string(ps, &vol->meta_path, v->text);
 }
 
-/* Heartbeats go to these addresses, so like 'address' they must be numeric and specific. */
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
                                    const struct conf_value *v, void *base)
 {
 	struct hak_node_cfg *n = base;
 	struct conf_hostport hp;
-	const char *why;
 
 	for (n->n_heartbeat = 0; v; v = v->next) {
 		if (n->n_heartbeat == HAK_MAX_PATHS)
-			return perr(
+			return conf_parse_error(
 			    ps, v->line, v->col,
 			    "Node '%s' lists more than %u heartbeat addresses; use at most %u "
 			    "paths.",
 			    n->name, HAK_MAX_PATHS, HAK_MAX_PATHS);
-		if (conf_parse_hostport(v->text, &hp, &why) < 0)
-			return conf_schema_addr_error(ps, k, v, why,
-			                              "192.0.2.1:7790 or [2001:db8::1]:7790");
-		if (hp.family == AF_UNSPEC || strcmp(hp.host, "0.0.0.0") == 0 ||
-		    strcmp(hp.host, "::") == 0)
-			return perr(ps, v->line, v->col,
-			            "heartbeat-address '%.80s' of node '%s' is not a specific IP "
-			            "address; write the node's own IP on that path, like "
-			            "192.0.2.1:7790.",
-			            v->text, n->name);
+		if (node_ip_port(ps, k, v, n, "192.0.2.1:7790 or [2001:db8::1]:7790", &hp) < 0)
+			return -1;
 		struct hak_hb_addr *a = &n->heartbeat[n->n_heartbeat];
 		for (unsigned i = 0; i < n->n_heartbeat; i++)
 			if (n->heartbeat[i].port == hp.port &&
 			    strcmp(n->heartbeat[i].host, hp.host) == 0)
-				return perr(
+				return conf_parse_error(
 				    ps, v->line, v->col,
 				    "heartbeat-address '%.80s' of node '%s' is listed twice; each "
 				    "path needs its own address.",
@@ -476,18 +387,6 @@ static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key 
 		n->n_heartbeat++;
 	}
 	return 0;
-}
-
-static int apply_discard_node(struct conf_parse *ps, const struct conf_key *k,
-                              const struct conf_value *v, void *base)
-{
-	struct hak_volume_cfg *vol = base;
-	if (!conf_schema_name_valid(v->text))
-		return perr(ps, v->line, v->col,
-		            "Bad node name '%.80s' for %s; use 1 to %u letters, digits, '_', '.' "
-		            "or '-', as in the 'node NAME {' sections.",
-		            v->text, k->key, CONF_SCHEMA_NAME_MAX);
-	return conf_schema_set_string(ps, &vol->sb_discard_node, v->text);
 }
 
 /* ---- sections ---- */
@@ -622,9 +521,10 @@ static int volume_check_sizes(struct conf_parse *ps, const struct conf_block *bl
 		d = conf_parse_find(blk, "block-size-min");
 	conf_parse_fmt_size(v->max_payload, a, sizeof(a));
 	conf_parse_fmt_size(min, b, sizeof(b));
-	return perr(ps, d ? d->line : blk->line, d ? d->col : blk->col,
-	            "max-payload %s of volume '%s' is not a multiple of its minimum block size %s.",
-	            a, v->name, b);
+	return conf_parse_error(
+	    ps, d ? d->line : blk->line, d ? d->col : blk->col,
+	    "max-payload %s of volume '%s' is not a multiple of its minimum block size %s.", a,
+	    v->name, b);
 }
 
 /* A timeout no longer than the interval would drop a healthy peer between two pings. */
@@ -640,10 +540,11 @@ static int volume_check_ping(struct conf_parse *ps, const struct conf_block *blk
 	            &line, &col);
 	conf_parse_fmt_duration(duration_usec(v->ping_interval), iv, sizeof(iv));
 	conf_parse_fmt_duration(duration_usec(v->ping_timeout), to, sizeof(to));
-	return perr(ps, line, col,
-	            "ping-timeout %s of volume '%s' must be longer than its ping-interval %s, or a "
-	            "healthy peer would be dropped between two pings.",
-	            to, v->name, iv);
+	return conf_parse_error(
+	    ps, line, col,
+	    "ping-timeout %s of volume '%s' must be longer than its ping-interval %s, or a "
+	    "healthy peer would be dropped between two pings.",
+	    to, v->name, iv);
 }
 
 /* discard-node names the victim of one policy and means nothing with another. */
@@ -656,14 +557,16 @@ static int volume_check_sb(struct conf_parse *ps, const struct conf_block *blk,
 		return 0;
 	setting_pos(blk, want ? "after-split-brain" : "discard-node", &line, &col);
 	if (want)
-		return perr(ps, line, col,
-		            "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
-		            "NAME' naming the node whose changes are dropped; add it.",
-		            v->name);
-	return perr(ps, line, col,
-	            "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
-	            "'after-split-brain discard-node' or remove discard-node.",
-	            v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has 'after-split-brain discard-node' but no 'discard-node "
+		    "NAME' naming the node whose changes are dropped; add it.",
+		    v->name);
+	return conf_parse_error(
+	    ps, line, col,
+	    "Volume '%s' has 'discard-node %s' but after-split-brain is %s; set "
+	    "'after-split-brain discard-node' or remove discard-node.",
+	    v->name, v->sb_discard_node, sbpolicy_name(v->after_sb));
 }
 
 /* Fewer slots than one request may span would let a wide write wait forever. */
@@ -675,10 +578,11 @@ static int volume_check_al(struct conf_parse *ps, const struct conf_block *blk,
 	if (v->al_extents == 0 || v->al_extents >= 64)
 		return 0;
 	setting_pos(blk, "al-extents", &line, &col);
-	return perr(ps, line, col,
-	            "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
-	            "or 64 to %u.",
-	            v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
+	return conf_parse_error(
+	    ps, line, col,
+	    "al-extents %u of volume '%s' is too small; use 0 to turn the activity log off "
+	    "or 64 to %u.",
+	    v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
 }
 
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
@@ -741,12 +645,12 @@ static int check_meta(struct conf_parse *ps, struct hak_config *cfg, const struc
 		int is_backing = strcmp(o->backing, v->meta_path) == 0;
 		setting_pos(c, "meta-disk", &line, &col);
 		if (o == v)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "The metadata file of volume '%s' is its backing '%.80s'; write "
 			    "'meta-disk internal' to keep the metadata on the backing store.",
 			    v->name, v->backing);
-		return perr(
+		return conf_parse_error(
 		    ps, line, col,
 		    "The metadata file '%.80s' of volume '%s' is also the %s of volume "
 		    "'%s' (line %u); give each volume its own meta-disk, or use 'internal'.",
@@ -765,7 +669,7 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 	unsigned line, col;
 
 	if (!b)
-		return perr(
+		return conf_parse_error(
 		    ps, a->line, a->col,
 		    "Node '%s' is the only node section; replication needs exactly two, so "
 		    "add the peer's 'node NAME { address IP:PORT }' section, or remove this "
@@ -773,18 +677,20 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 		    na->name);
 	if (na->family == nb->family && na->port == nb->port && strcmp(na->host, nb->host) == 0) {
 		setting_pos(b, "address", &line, &col);
-		return perr(ps, line, col,
-		            "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
-		            "node needs its own.",
-		            nb->name, nb->address, na->name, na->line);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
+		    "node needs its own.",
+		    nb->name, nb->address, na->name, na->line);
 	}
 	if (strcmp(na->hostname, nb->hostname) == 0) {
 		setting_pos(b, "hostname", &line, &col);
-		return perr(ps, line, col,
-		            "Node '%s' has the same hostname '%.80s' as node '%s' (line %u), so "
-		            "hakd could not tell which one it runs on; set 'hostname' to each "
-		            "machine's own hostname.",
-		            nb->name, nb->hostname, na->name, na->line);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has the same hostname '%.80s' as node '%s' (line %u), so "
+		    "hakd could not tell which one it runs on; set 'hostname' to each "
+		    "machine's own hostname.",
+		    nb->name, nb->hostname, na->name, na->line);
 	}
 	return 0;
 }
@@ -804,13 +710,15 @@ static int check_nodes(struct conf_parse *ps, const struct hak_config *cfg,
 			return 0;
 	d = conf_parse_find(g, "node");
 	if (!cfg->n_nodes)
-		return perr(ps, d->vals->line, d->vals->col,
-		            "The global 'node %s' names a node, but there are no node sections; "
-		            "remove it, or add the two 'node NAME {' sections.",
-		            cfg->node_name);
-	return perr(ps, d->vals->line, d->vals->col,
-	            "The global 'node %s' names no node section; the nodes are '%s' and '%s'.",
-	            cfg->node_name, cfg->nodes[0].name, cfg->nodes[1].name);
+		return conf_parse_error(
+		    ps, d->vals->line, d->vals->col,
+		    "The global 'node %s' names a node, but there are no node sections; "
+		    "remove it, or add the two 'node NAME {' sections.",
+		    cfg->node_name);
+	return conf_parse_error(
+	    ps, d->vals->line, d->vals->col,
+	    "The global 'node %s' names no node section; the nodes are '%s' and '%s'.",
+	    cfg->node_name, cfg->nodes[0].name, cfg->nodes[1].name);
 }
 
 /* The arena keeps the text of an offset for the uniqueness table. */
@@ -846,12 +754,12 @@ static int check_shared_ip(struct conf_parse *ps, const struct hak_config *cfg,
 		if (!other)
 			continue;
 		setting_pos(c, "replication-port-offset", &line, &col);
-		return perr(ps, line, col,
-		            "Volume '%s' would listen on port %u of node '%s', which volume '%s' "
-		            "uses on node '%s'; both nodes have the IP %s, so choose offsets or "
-		            "node ports farther apart.",
-		            v->name, na->port + v->port_offset, na->name, other->name, nb->name,
-		            na->host);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' would listen on port %u of node '%s', which volume '%s' "
+		    "uses on node '%s'; both nodes have the IP %s, so choose offsets or "
+		    "node ports farther apart.",
+		    v->name, na->port + v->port_offset, na->name, other->name, nb->name, na->host);
 	}
 	return 0;
 }
@@ -879,7 +787,7 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 		const struct hak_volume_cfg *v = &cfg->volumes[i];
 		setting_pos(c, "replication-port-offset", &line, &col);
 		if (top + v->port_offset > 65535)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "replication-port-offset %u of volume '%s' goes past port 65535 "
 			    "on node '%s' (port %u); use at most %u.",
@@ -889,7 +797,7 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 		    conf_parse_unique(ps, &ns_offsets, text, c, &first) < 0)
 			return -1;
 		if (first)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Volume '%s' has the same replication-port-offset %u as volume "
 			    "'%s' (line %u); with nodes, each volume needs its own port, so "
@@ -920,21 +828,23 @@ static int check_paths(struct conf_parse *ps, const struct hak_config *cfg,
 
 	setting_pos(b, "heartbeat-address", &line, &col);
 	if (na->n_heartbeat != nb->n_heartbeat)
-		return perr(ps, line, col,
-		            "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
-		            "address per path on each node, in the same order.",
-		            nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Node '%s' has %u heartbeat addresses and node '%s' has %u; list one "
+		    "address per path on each node, in the same order.",
+		    nb->name, nb->n_heartbeat, na->name, na->n_heartbeat);
 	for (unsigned i = 0; i < na->n_heartbeat; i++) {
 		const struct hak_hb_addr *x = &na->heartbeat[i], *y = &nb->heartbeat[i];
 		if (x->family != y->family)
-			return perr(ps, line, col,
-			            "Heartbeat path %u joins an IPv%d address of node '%s' to an "
-			            "IPv%d address of node '%s'; both ends of a path need the same "
-			            "family.",
-			            i + 1, x->family == AF_INET ? 4 : 6, na->name,
-			            y->family == AF_INET ? 4 : 6, nb->name);
+			return conf_parse_error(
+			    ps, line, col,
+			    "Heartbeat path %u joins an IPv%d address of node '%s' to an "
+			    "IPv%d address of node '%s'; both ends of a path need the same "
+			    "family.",
+			    i + 1, x->family == AF_INET ? 4 : 6, na->name,
+			    y->family == AF_INET ? 4 : 6, nb->name);
 		if (x->port == y->port && strcmp(x->host, y->host) == 0)
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Heartbeat path %u has the same address %s port %u on both nodes; "
 			    "each end needs its own.",
@@ -954,22 +864,23 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 		if (!cfg->nodes[i].n_heartbeat)
 			continue;
 		setting_pos(nb, "heartbeat-address", &line, &col);
-		return perr(ps, line, col,
-		            "heartbeat-address of node '%s' is used only by the cluster manager; "
-		            "add a 'cluster { auth-key-file PATH }' section, or remove it.",
-		            cfg->nodes[i].name);
+		return conf_parse_error(
+		    ps, line, col,
+		    "heartbeat-address of node '%s' is used only by the cluster manager; "
+		    "add a 'cluster { auth-key-file PATH }' section, or remove it.",
+		    cfg->nodes[i].name);
 	}
 	if (!cl->present)
 		return 0;
 	if (cfg->n_nodes != 2)
-		return perr(
+		return conf_parse_error(
 		    ps, c->line, c->col,
 		    "The cluster section needs the two 'node NAME {' sections it fails over "
 		    "between; add them, or remove the cluster section.");
 	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
 		if (cfg->nodes[i].n_heartbeat < 2) {
 			setting_pos(nb, "heartbeat-address", &line, &col);
-			return perr(
+			return conf_parse_error(
 			    ps, line, col,
 			    "Node '%s' has %u heartbeat paths; the cluster needs at least two "
 			    "(for example the replication and the service network), so one "
@@ -980,22 +891,24 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 	if (cl->preferred_node && strcmp(cl->preferred_node, cfg->nodes[0].name) != 0 &&
 	    strcmp(cl->preferred_node, cfg->nodes[1].name) != 0) {
 		setting_pos(c, "preferred-node", &line, &col);
-		return perr(ps, line, col,
-		            "preferred-node '%s' is not a node; the nodes are %s and %s.",
-		            cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
+		return conf_parse_error(
+		    ps, line, col, "preferred-node '%s' is not a node; the nodes are %s and %s.",
+		    cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
 	}
 	if (!cl->quorum && !cl->fence_hook) {
 		setting_pos(c, "quorum", &line, &col);
-		return perr(ps, line, col,
-		            "quorum no needs a fence-hook: without the witness's vote only a "
-		            "successful fence may let a node promote; add fence-hook PATH.");
+		return conf_parse_error(
+		    ps, line, col,
+		    "quorum no needs a fence-hook: without the witness's vote only a "
+		    "successful fence may let a node promote; add fence-hook PATH.");
 	}
 	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
 		setting_pos(c, "deadtime", &line, &col);
-		return perr(ps, line, col,
-		            "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
-		            "late packet would declare the peer dead; raise deadtime.",
-		            cl->deadtime, cl->heartbeat_interval);
+		return conf_parse_error(
+		    ps, line, col,
+		    "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
+		    "late packet would declare the peer dead; raise deadtime.",
+		    cl->deadtime, cl->heartbeat_interval);
 	}
 	return check_paths(ps, cfg, root);
 }
@@ -1011,10 +924,11 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		const struct hak_volume_cfg *v = &cfg->volumes[i++];
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
-			return perr(ps, val->line, val->col,
-			            "nbd-socket of volume '%s' is the control socket '%.80s'; use "
-			            "another path.",
-			            v->name, v->nbd_socket);
+			return conf_parse_error(
+			    ps, val->line, val->col,
+			    "nbd-socket of volume '%s' is the control socket '%.80s'; use "
+			    "another path.",
+			    v->name, v->nbd_socket);
 		}
 	}
 	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
@@ -1195,7 +1109,7 @@ void config_free(struct hak_config *cfg)
 
 const char *config_mode_name(enum hak_repl_mode mode)
 {
-	if ((size_t)mode >= ARRAY_SIZE(mode_names))
+	if ((size_t)mode >= ARRAY_SIZE(mode_names) - 1)
 		return "unknown";
 	return mode_names[mode];
 }

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/log.h"
+#include "lib/usock.h"
 
 #define MAX_CMDS 64
 
@@ -47,6 +47,25 @@ struct control {
 	unsigned n_clients;
 };
 
+/* o as one compact line ending in a newline (malloc'ed), or NULL when out of memory. */
+static char *reply_line(const json_t *o)
+{
+	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL, *r;
+	size_t n;
+
+	if (!s)
+		return NULL;
+	n = strlen(s);
+	r = realloc(s, n + 2);
+	if (!r) {
+		free(s);
+		return NULL;
+	}
+	r[n] = '\n';
+	r[n + 1] = '\0';
+	return r;
+}
+
 static char *reply_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *reply_error(const char *fmt, ...)
 {
@@ -56,18 +75,8 @@ static char *reply_error(const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
-	char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *r = reply_line(o);
 	json_decref(o);
-	if (!s)
-		return NULL;
-	size_t n = strlen(s);
-	char *r = realloc(s, n + 2);
-	if (!r) {
-		free(s);
-		return NULL;
-	}
-	r[n] = '\n';
-	r[n + 1] = '\0';
 	return r;
 }
 
@@ -101,17 +110,7 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 			goto done;
 		}
 		json_object_set_new(resp, "ok", json_true());
-		char *s = json_dumps(resp, JSON_COMPACT);
-		if (s) {
-			size_t n = strlen(s);
-			out = realloc(s, n + 2);
-			if (!out) {
-				free(s);
-				goto done;
-			}
-			out[n] = '\n';
-			out[n + 1] = '\0';
-		}
+		out = reply_line(resp);
 		goto done;
 	}
 	out = reply_error("Unknown command '%.64s'; try 'hakctl --help'.", cmd);
@@ -305,16 +304,9 @@ static int mkdir_parent(const char *path)
 
 int control_create(struct ev_loop *loop, const char *path, struct control **out)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct control *ctl = NULL;
 	int rc = -1, saved;
 
-	if (loop && strlen(path) >= sizeof(sa.sun_path)) {
-		log_err("Control socket path %s is longer than %zu bytes.", path,
-		        sizeof(sa.sun_path) - 1);
-		errno = ENAMETOOLONG;
-		return -1;
-	}
 	ctl = calloc(1, sizeof(*ctl));
 	if (!ctl)
 		return -1;
@@ -328,17 +320,10 @@ int control_create(struct ev_loop *loop, const char *path, struct control **out)
 	ctl->path = strdup(path);
 	if (!ctl->path)
 		goto out;
-	strcpy(sa.sun_path, path);
 	mkdir_parent(path);
-	ctl->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (ctl->lfd < 0)
-		goto out;
-	unlink(path);
-	/* Root-only: the control socket can stop the service and, later, move roles. */
-	mode_t old = umask(0177);
-	int b = bind(ctl->lfd, (struct sockaddr *)&sa, sizeof(sa));
-	umask(old);
-	if (b < 0 || listen(ctl->lfd, 16) < 0) {
+	/* Root-only: the control socket can stop the service and move roles. */
+	ctl->lfd = usock_listen(path, 16);
+	if (ctl->lfd < 0) {
 		log_err("Cannot listen on control socket %s: %s.", path, strerror(errno));
 		goto out;
 	}
@@ -360,24 +345,24 @@ out:
 	return rc;
 }
 
-int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+static int cmd_add(struct control *ctl, struct ctl_cmd c)
 {
 	if (ctl->n_cmds == MAX_CMDS) {
 		errno = ENOSPC;
 		return -1;
 	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, fn, NULL, ctx};
+	ctl->cmds[ctl->n_cmds++] = c;
 	return 0;
+}
+
+int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+{
+	return cmd_add(ctl, (struct ctl_cmd){cmd, fn, NULL, ctx});
 }
 
 int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx)
 {
-	if (ctl->n_cmds == MAX_CMDS) {
-		errno = ENOSPC;
-		return -1;
-	}
-	ctl->cmds[ctl->n_cmds++] = (struct ctl_cmd){cmd, NULL, fn, ctx};
-	return 0;
+	return cmd_add(ctl, (struct ctl_cmd){cmd, NULL, fn, ctx});
 }
 
 struct ev_loop *control_loop(const struct control *ctl)

@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "control.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 struct events_sub {
@@ -194,13 +194,6 @@ void events_shutdown(void)
 		sub_free(events_subs);
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 void events_emit(const char *type, const char *fmt, ...)
 {
 	char kv[768], line[EVENTS_LINE_MAX];
@@ -210,7 +203,7 @@ void events_emit(const char *type, const char *fmt, ...)
 	vsnprintf(kv, sizeof(kv), fmt, ap);
 	va_end(ap);
 	log_info("Event %s %s.", type, kv);
-	size_t n = events_format(line, sizeof(line), type, now_ms(), kv);
+	size_t n = events_format(line, sizeof(line), type, clock_wall_ms(), kv);
 	struct events_sub *s = events_subs, *next;
 	for (; s; s = next) {
 		next = s->next;

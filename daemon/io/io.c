@@ -344,13 +344,6 @@ int io_submit(struct io_engine *eng, struct io_req *req)
 	return 0;
 }
 
-void io_flush(struct io_engine *eng)
-{
-	io_pool_flush(eng);
-	if (eng->use_ring)
-		io_ring_submit(eng);
-}
-
 /* timeout_s <= 0 waits without limit. */
 int io_drain(struct io_engine *eng, double timeout_s)
 {

@@ -110,8 +110,6 @@ void io_req_prep(struct io_req *req, enum io_op op, int fd, uint64_t off, uint64
  * delivered later from the loop. Returns 0, or -1 with errno (EINVAL for a bad op).
  */
 int io_submit(struct io_engine *eng, struct io_req *req);
-/* Submit whatever is batched now (also done automatically before the loop sleeps). */
-void io_flush(struct io_engine *eng);
 /* Run the loop until no request is in flight, or timeout_s passes. 0, or -1 with ETIMEDOUT. */
 int io_drain(struct io_engine *eng, double timeout_s);
 void io_engine_stats(const struct io_engine *eng, struct io_stats *out);

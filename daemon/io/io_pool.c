@@ -7,6 +7,7 @@
  * one wakeup covers every completion that piled up meanwhile.
  */
 #include "io_int.h"
+#include "lib/clock.h"
 #include "lib/log.h"
 
 #include <errno.h>
@@ -18,7 +19,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Bounded chunks keep one transfer inside what a single syscall returns in full. */
@@ -243,30 +243,21 @@ static void io_pool_done(struct io_pool *p, struct io_req *req)
 #define io_cpu_relax() __asm__ __volatile__("" ::: "memory")
 #endif
 
-static long io_ns_since(const struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
-}
-
 static void io_pool_spin(struct io_pool *p)
 {
-	struct timespec t0;
-	long ns = 0;
+	int64_t t0, ns = 0;
 
 	if (p->ncpus < 2 || p->spinning || p->stop)
 		return;
 	p->spinning++;
 	pthread_mutex_unlock(&p->lock);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_mono_ns();
 	for (unsigned i = 0; ns < IO_POOL_SPIN_NS; i++) {
 		if (__atomic_load_n(&p->queued, __ATOMIC_ACQUIRE))
 			break;
 		io_cpu_relax();
 		if (i % 32 == 0)
-			ns = io_ns_since(&t0);
+			ns = clock_mono_ns() - t0;
 	}
 	pthread_mutex_lock(&p->lock);
 	p->spinning--;
@@ -534,8 +525,7 @@ unsigned io_pool_reap(struct io_engine *eng)
 unsigned io_pool_wait_briefly(struct io_engine *eng)
 {
 	struct io_pool *p = &eng->pool;
-	struct timespec t0;
-	long ns = 0;
+	int64_t t0, ns = 0;
 
 	if (p->ncpus < 2 || !p->outstanding || p->outstanding > IO_POOL_LOOP_SPIN_MAXQ ||
 	    p->small_out < p->outstanding)
@@ -543,13 +533,13 @@ unsigned io_pool_wait_briefly(struct io_engine *eng)
 	pthread_mutex_lock(&p->done_lock);
 	p->loop_waiting = !p->done.head;
 	pthread_mutex_unlock(&p->done_lock);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clock_mono_ns();
 	for (unsigned i = 0; p->loop_waiting && ns < IO_POOL_LOOP_SPIN_NS; i++) {
 		if (__atomic_load_n(&p->done.head, __ATOMIC_ACQUIRE))
 			break;
 		io_cpu_relax();
 		if (i % 32 == 0)
-			ns = io_ns_since(&t0);
+			ns = clock_mono_ns() - t0;
 	}
 	pthread_mutex_lock(&p->done_lock);
 	p->loop_waiting = 0;

@@ -5,12 +5,12 @@
 #include <endian.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lib/crc32c.h"
 #include "lib/endian.h"
+#include "lib/errbuf.h"
 #include "gen.h"
 
 #define AL_MAGIC "HAKALTR"
@@ -47,18 +47,6 @@ struct al {
 	uint64_t seq; /* of the next transaction */
 	uint64_t hits, misses, evictions;
 };
-
-static __attribute__((format(printf, 3, 4))) void seterr(char *err, size_t len, const char *fmt,
-                                                         ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* ---- table ----------------------------------------------------------------------------- */
 
@@ -476,16 +464,16 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 	if (memcmp(b, AL_MAGIC, 8) != 0) {
 		bool blank = b[0] == 0 && memcmp(b, b + 1, AL_TR_SIZE - 1) == 0;
 
-		seterr(why, whylen, blank ? "blank" : "no transaction magic");
+		errbuf_set(why, whylen, blank ? "blank" : "no transaction magic");
 		return -1;
 	}
 	memcpy(tmp, b, AL_TR_SIZE);
 	memset(tmp + 8, 0, 4);
 	uint32_t stored = le_get32(b + 8), calc = crc32c_update(0, tmp, AL_TR_SIZE);
 	if (stored != calc) {
-		seterr(why, whylen,
-		       "bad checksum (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored,
-		       calc);
+		errbuf_set(why, whylen,
+		           "bad checksum (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")",
+		           stored, calc);
 		return -1;
 	}
 	memset(tr, 0, sizeof(*tr));
@@ -499,7 +487,7 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 	    tr->n_slots < AL_SLOTS_MIN || tr->n_slots > AL_SLOTS_MAX || tr->shift < AL_SHIFT_MIN ||
 	    tr->shift > AL_SHIFT_MAX || tr->ctx_start >= tr->n_slots || tr->seq == 0 ||
 	    tr->n_context > tr->n_slots) {
-		seterr(
+		errbuf_set(
 		    why, whylen,
 		    "fields out of range (seq %" PRIu64 ", %u updates, %u context slots, %" PRIu32
 		    " slots, shift %" PRIu32 ", context at %" PRIu32 ")",
@@ -514,8 +502,8 @@ int al_tr_decode(const uint8_t *b, struct al_tr *tr, char *why, size_t whylen)
 		tr->upd_slot[i] = le_get32(b + 72 + 8 * i);
 		tr->upd_ext[i] = le_get32(b + 76 + 8 * i);
 		if (tr->upd_slot[i] >= tr->n_slots) {
-			seterr(why, whylen, "update %u names slot %" PRIu32 " of %" PRIu32, i,
-			       tr->upd_slot[i], tr->n_slots);
+			errbuf_set(why, whylen, "update %u names slot %" PRIu32 " of %" PRIu32, i,
+			           tr->upd_slot[i], tr->n_slots);
 			return -1;
 		}
 	}
@@ -601,7 +589,7 @@ int al_recover(const uint8_t *ring, struct al_recovered *out, char *err, size_t 
 	int rc = -1, best = -1;
 
 	memset(out, 0, sizeof(*out));
-	seterr(err, errlen, "%s", "");
+	errbuf_set(err, errlen, "%s", "");
 	if (ring_blank(ring)) {
 		out->blank = true;
 		return 0;
@@ -619,30 +607,31 @@ int al_recover(const uint8_t *ring, struct al_recovered *out, char *err, size_t 
 	}
 	errno = EINVAL;
 	if (best < 0) {
-		seterr(err, errlen,
-		       "The activity log holds no valid transaction in its %u slots (damaged or "
-		       "overwritten).",
-		       AL_RING_SLOTS);
+		errbuf_set(
+		    err, errlen,
+		    "The activity log holds no valid transaction in its %u slots (damaged or "
+		    "overwritten).",
+		    AL_RING_SLOTS);
 		goto out;
 	}
 	val = malloc(newest.n_slots * sizeof(*val));
 	if (!val) {
 		errno = ENOMEM;
-		seterr(err, errlen, "%s", "Out of memory reading the activity log.");
+		errbuf_set(err, errlen, "%s", "Out of memory reading the activity log.");
 		goto out;
 	}
 	if (!ring_replay(ring, &newest, val, &tr, &used)) {
-		seterr(err, errlen,
-		       "The activity log's %u usable transactions up to seq %" PRIu64
-		       " do not cover all %" PRIu32 " slots.",
-		       used, newest.seq, newest.n_slots);
+		errbuf_set(err, errlen,
+		           "The activity log's %u usable transactions up to seq %" PRIu64
+		           " do not cover all %" PRIu32 " slots.",
+		           used, newest.seq, newest.n_slots);
 		goto out;
 	}
 	out->seq = newest.seq;
 	out->shift = newest.shift;
 	out->n_slots = newest.n_slots;
 	if (recover_collect(&newest, val, out) < 0) {
-		seterr(err, errlen, "%s", "Out of memory reading the activity log.");
+		errbuf_set(err, errlen, "%s", "Out of memory reading the activity log.");
 		goto out;
 	}
 	rc = 0;

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <ev.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +13,7 @@
 #include "bitmap.h"
 #include "ctl/events.h"
 #include "io/io.h"
+#include "lib/errbuf.h"
 #include "lib/log.h"
 #include "lib/rangelock.h"
 #include "meta.h"
@@ -33,16 +33,6 @@ struct al_io {
 	ev_timer kick;            /* retries waiters outside the caller's stack */
 	uint64_t writes, waits, failed_writes;
 };
-
-static __attribute__((format(printf, 3, 4))) void seterr(char *err, size_t len, const char *fmt,
-                                                         ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 /* OR every recovered extent into the bitmap. */
 static void tail_to_bitmap(const struct al_io_params *p, const struct al_recovered *rec)
@@ -88,9 +78,9 @@ static int recover_crash(const struct al_io_params *p, const uint8_t *ring, char
 		al_recovered_free(&rec);
 	}
 	if (meta_flush_bitmap(p->meta, p->bm) < 0) {
-		seterr(err, errlen,
-		       "Persisting the bitmap with the activity log's extents failed: %s.",
-		       strerror(errno));
+		errbuf_set(err, errlen,
+		           "Persisting the bitmap with the activity log's extents failed: %s.",
+		           strerror(errno));
 		return -1;
 	}
 	return 0;
@@ -152,18 +142,18 @@ int al_io_open(const struct al_io_params *p, bool crashed, bool *tail_in_bitmap,
 	*out = NULL;
 	*tail_in_bitmap = false;
 	if (!ring) {
-		seterr(err, errlen, "Out of memory for the activity log.");
+		errbuf_set(err, errlen, "Out of memory for the activity log.");
 		goto out;
 	}
 	if (meta_read_al(p->meta, ring) < 0) {
-		seterr(err, errlen, "Reading the activity log failed: %s.", strerror(errno));
+		errbuf_set(err, errlen, "Reading the activity log failed: %s.", strerror(errno));
 		goto out;
 	}
 	if (p->n_slots == 0) {
 		/* Off: a later start with the log on must not trust what is left in the ring. */
 		if (meta_zero_al(p->meta) < 0) {
-			seterr(err, errlen, "Clearing the activity log failed: %s.",
-			       strerror(errno));
+			errbuf_set(err, errlen, "Clearing the activity log failed: %s.",
+			           strerror(errno));
 			goto out;
 		}
 		rc = 0;
@@ -173,14 +163,14 @@ int al_io_open(const struct al_io_params *p, bool crashed, bool *tail_in_bitmap,
 		goto out;
 	*tail_in_bitmap = true;
 	if (al_io_setup(p, ring, out) < 0) {
-		seterr(err, errlen,
-		       "The activity log of %" PRIu32 " extents of %" PRIu32
-		       " bytes cannot be set up for %" PRIu64 " bytes: %s.",
-		       p->n_slots, p->ext_size, p->vol_size, strerror(errno));
+		errbuf_set(err, errlen,
+		           "The activity log of %" PRIu32 " extents of %" PRIu32
+		           " bytes cannot be set up for %" PRIu64 " bytes: %s.",
+		           p->n_slots, p->ext_size, p->vol_size, strerror(errno));
 		goto out;
 	}
 	if (ring_init(*out) < 0) {
-		seterr(err, errlen, "Writing the activity log failed: %s.", strerror(errno));
+		errbuf_set(err, errlen, "Writing the activity log failed: %s.", strerror(errno));
 		al_io_close(*out);
 		*out = NULL;
 		goto out;

@@ -97,11 +97,6 @@ uint32_t bitmap_block_size(const struct bitmap *bm)
 	return bm->block_size;
 }
 
-uint64_t bitmap_volume_bytes(const struct bitmap *bm)
-{
-	return bm->volume_bytes;
-}
-
 uint64_t bitmap_bit_offset(const struct bitmap *bm, uint64_t bit)
 {
 	return bit << bm->shift;
@@ -142,45 +137,46 @@ static void bits_change(struct bitmap *bm, uint64_t first, uint64_t end, bool se
 	}
 }
 
-static void bits_clip(const struct bitmap *bm, uint64_t first, uint64_t n, uint64_t *end)
+/* bits_change on bits [first, first + n), clipped to the bitmap. */
+static void bits_change_n(struct bitmap *bm, uint64_t first, uint64_t n, bool set)
 {
-	*end = n > bm->nbits - first ? bm->nbits : first + n;
+	if (first < bm->nbits)
+		bits_change(bm, first, n > bm->nbits - first ? bm->nbits : first + n, set);
 }
 
 void bitmap_set_bits(struct bitmap *bm, uint64_t first, uint64_t n)
 {
-	uint64_t end;
-
-	if (first >= bm->nbits)
-		return;
-	bits_clip(bm, first, n, &end);
-	bits_change(bm, first, end, true);
+	bits_change_n(bm, first, n, true);
 }
 
 void bitmap_clear_bits(struct bitmap *bm, uint64_t first, uint64_t n)
 {
-	uint64_t end;
+	bits_change_n(bm, first, n, false);
+}
 
-	if (first >= bm->nbits)
-		return;
-	bits_clip(bm, first, n, &end);
-	bits_change(bm, first, end, false);
+/* The end of the byte range [off, off + len) clipped to the volume; false when nothing is left. */
+static bool range_clip(const struct bitmap *bm, uint64_t off, uint64_t len, uint64_t *end)
+{
+	if (len == 0 || off >= bm->volume_bytes)
+		return false;
+	*end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
+	return true;
 }
 
 void bitmap_set_range(struct bitmap *bm, uint64_t off, uint64_t len)
 {
-	if (len == 0 || off >= bm->volume_bytes)
-		return;
-	uint64_t end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
+	uint64_t end;
 
-	bits_change(bm, off >> bm->shift, ((end - 1) >> bm->shift) + 1, true);
+	if (range_clip(bm, off, len, &end))
+		bits_change(bm, off >> bm->shift, ((end - 1) >> bm->shift) + 1, true);
 }
 
 void bitmap_clear_range(struct bitmap *bm, uint64_t off, uint64_t len)
 {
-	if (len == 0 || off >= bm->volume_bytes)
+	uint64_t end;
+
+	if (!range_clip(bm, off, len, &end))
 		return;
-	uint64_t end = len > bm->volume_bytes - off ? bm->volume_bytes : off + len;
 	uint64_t first = (off + bm->block_size - 1) >> bm->shift;
 	uint64_t last = end == bm->volume_bytes ? bm->nbits : end >> bm->shift;
 
@@ -189,14 +185,12 @@ void bitmap_clear_range(struct bitmap *bm, uint64_t off, uint64_t len)
 
 void bitmap_set_bit(struct bitmap *bm, uint64_t bit)
 {
-	if (bit < bm->nbits)
-		bits_change(bm, bit, bit + 1, true);
+	bits_change_n(bm, bit, 1, true);
 }
 
 void bitmap_clear_bit(struct bitmap *bm, uint64_t bit)
 {
-	if (bit < bm->nbits)
-		bits_change(bm, bit, bit + 1, false);
+	bits_change_n(bm, bit, 1, false);
 }
 
 bool bitmap_test(const struct bitmap *bm, uint64_t bit)
@@ -264,24 +258,10 @@ static int words_fit(const struct bitmap *bm, uint64_t first_word, size_t n)
 	return 0;
 }
 
-int bitmap_merge_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
-{
-	if (words_fit(bm, first_word, n) < 0)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		uint64_t w = first_word + i, old = bm->words[w];
-		uint64_t nw = old | (le64toh(words_le[i]) & tail_mask(bm, w));
-
-		if (nw != old) {
-			bm->count += popcnt(nw & ~old);
-			bm->words[w] = nw;
-			page_mark(bm, w);
-		}
-	}
-	return 0;
-}
-
-int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+/* OR (merge) or copy n little-endian words in at first_word; a merge dirties the pages it
+ * changes, a load from disk does not. */
+static int words_in(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n,
+                    bool merge)
 {
 	if (words_fit(bm, first_word, n) < 0)
 		return -1;
@@ -289,10 +269,26 @@ int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *wo
 		uint64_t w = first_word + i, old = bm->words[w];
 		uint64_t nw = le64toh(words_le[i]) & tail_mask(bm, w);
 
+		if (merge)
+			nw |= old;
+		if (nw == old)
+			continue;
 		bm->count = bm->count - popcnt(old) + popcnt(nw);
 		bm->words[w] = nw;
+		if (merge)
+			page_mark(bm, w);
 	}
 	return 0;
+}
+
+int bitmap_merge_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+{
+	return words_in(bm, first_word, words_le, n, true);
+}
+
+int bitmap_load_words(struct bitmap *bm, uint64_t first_word, const uint64_t *words_le, size_t n)
+{
+	return words_in(bm, first_word, words_le, n, false);
 }
 
 const uint64_t *bitmap_words(const struct bitmap *bm, size_t *nwords)

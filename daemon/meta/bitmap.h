@@ -40,7 +40,6 @@ void bitmap_free(struct bitmap *bm);
 
 uint64_t bitmap_nbits(const struct bitmap *bm);
 uint32_t bitmap_block_size(const struct bitmap *bm);
-uint64_t bitmap_volume_bytes(const struct bitmap *bm);
 /* Byte offset and length of the block behind a bit (the last block may be shorter). */
 uint64_t bitmap_bit_offset(const struct bitmap *bm, uint64_t bit);
 uint32_t bitmap_bit_length(const struct bitmap *bm, uint64_t bit);

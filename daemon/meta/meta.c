@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/fs.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -16,6 +15,7 @@
 #include "bitmap.h"
 #include "lib/crc32c.h"
 #include "lib/endian.h"
+#include "lib/errbuf.h"
 #include "lib/log.h"
 #include "meta.h"
 
@@ -46,18 +46,6 @@ struct slot_res {
 };
 
 static const uint8_t zeros[ZERO_CHUNK];
-
-static __attribute__((format(printf, 3, 4))) void seterr(char *err, size_t len, const char *fmt,
-                                                         ...)
-{
-	va_list ap;
-
-	if (!err || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, len, fmt, ap);
-	va_end(ap);
-}
 
 static bool block_size_ok(uint32_t bs)
 {
@@ -141,34 +129,34 @@ static bool sb_check_header(const uint8_t *b, const struct meta_sb *sb, char nam
 	if (memcmp(b, META_MAGIC, 8) != 0) {
 		bool blank = b[0] == 0 && memcmp(b, b + 1, META_SB_SIZE - 1) == 0;
 
-		seterr(why, n,
-		       blank ? "superblock %c is blank (all zeros)"
-		             : "superblock %c has no hak metadata magic",
-		       name);
+		errbuf_set(why, n,
+		           blank ? "superblock %c is blank (all zeros)"
+		                 : "superblock %c has no hak metadata magic",
+		           name);
 		return false;
 	}
 	uint32_t stored = le_get32(b + META_CRC_OFFSET),
 	         calc = crc32c_update(0, b, META_CRC_OFFSET);
 
 	if (sb->version > META_VERSION && (stored != calc || sb->header_size != META_HEADER_SIZE)) {
-		seterr(why, n,
-		       "superblock %c has metadata version %" PRIu32
-		       ", newer than version %u that this hakd reads",
-		       name, sb->version, META_VERSION);
+		errbuf_set(why, n,
+		           "superblock %c has metadata version %" PRIu32
+		           ", newer than version %u that this hakd reads",
+		           name, sb->version, META_VERSION);
 		return false;
 	}
 	if (stored != calc) {
-		seterr(why, n,
-		       "superblock %c has a bad checksum (stored 0x%08" PRIx32
-		       ", computed 0x%08" PRIx32 ")",
-		       name, stored, calc);
+		errbuf_set(why, n,
+		           "superblock %c has a bad checksum (stored 0x%08" PRIx32
+		           ", computed 0x%08" PRIx32 ")",
+		           name, stored, calc);
 		return false;
 	}
 	if (sb->version != META_VERSION || sb->header_size != META_HEADER_SIZE) {
-		seterr(why, n,
-		       "superblock %c has metadata version %" PRIu32 " with a %" PRIu32
-		       "-byte header; this hakd reads version %u with a %u-byte header",
-		       name, sb->version, sb->header_size, META_VERSION, META_HEADER_SIZE);
+		errbuf_set(why, n,
+		           "superblock %c has metadata version %" PRIu32 " with a %" PRIu32
+		           "-byte header; this hakd reads version %u with a %u-byte header",
+		           name, sb->version, sb->header_size, META_VERSION, META_HEADER_SIZE);
 		return false;
 	}
 	return true;
@@ -181,42 +169,44 @@ static bool sb_check(const uint8_t *b, struct meta_sb *sb, char name, char *why,
 	if (!sb_check_header(b, sb, name, why, n))
 		return false;
 	if (!block_size_ok(sb->bitmap_block_size)) {
-		seterr(why, n,
-		       "superblock %c has an invalid bitmap block size of %" PRIu32
-		       " bytes (a power of two from 4096 to 1048576 is required)",
-		       name, sb->bitmap_block_size);
+		errbuf_set(why, n,
+		           "superblock %c has an invalid bitmap block size of %" PRIu32
+		           " bytes (a power of two from 4096 to 1048576 is required)",
+		           name, sb->bitmap_block_size);
 		return false;
 	}
 	uint64_t nbits = nbits_of(sb->size, sb->bitmap_block_size);
 
 	if (sb->size == 0 || nbits > BITMAP_MAX_BITS) {
-		seterr(why, n,
-		       "superblock %c has a volume size of %" PRIu64
-		       " bytes, which is zero or needs more than 2^32 blocks of %" PRIu32 " bytes",
-		       name, sb->size, sb->bitmap_block_size);
+		errbuf_set(why, n,
+		           "superblock %c has a volume size of %" PRIu64
+		           " bytes, which is zero or needs more than 2^32 blocks of %" PRIu32
+		           " bytes",
+		           name, sb->size, sb->bitmap_block_size);
 		return false;
 	}
 	if (sb->flags & ~META_F_ALL) {
-		seterr(why, n, "superblock %c has unknown flags 0x%" PRIx32, name,
-		       sb->flags & ~META_F_ALL);
+		errbuf_set(why, n, "superblock %c has unknown flags 0x%" PRIx32, name,
+		           sb->flags & ~META_F_ALL);
 		return false;
 	}
 	if (!memchr(sb->node, '\0', META_NODE_MAX)) {
-		seterr(why, n, "superblock %c has a node name that is not NUL-terminated", name);
+		errbuf_set(why, n, "superblock %c has a node name that is not NUL-terminated",
+		           name);
 		return false;
 	}
 	if (sb->resync_pos > nbits) {
-		seterr(why, n,
-		       "superblock %c has a resync position of %" PRIu64 ", beyond the %" PRIu64
-		       " blocks of the volume",
-		       name, sb->resync_pos, nbits);
+		errbuf_set(why, n,
+		           "superblock %c has a resync position of %" PRIu64 ", beyond the %" PRIu64
+		           " blocks of the volume",
+		           name, sb->resync_pos, nbits);
 		return false;
 	}
 	if (sb->bits_set > nbits) {
-		seterr(why, n,
-		       "superblock %c counts %" PRIu64 " out-of-sync blocks, more than the %" PRIu64
-		       " blocks of the volume",
-		       name, sb->bits_set, nbits);
+		errbuf_set(why, n,
+		           "superblock %c counts %" PRIu64
+		           " out-of-sync blocks, more than the %" PRIu64 " blocks of the volume",
+		           name, sb->bits_set, nbits);
 		return false;
 	}
 	return true;
@@ -288,28 +278,29 @@ static bool sb_check_place(const struct meta_sb *sb, bool internal, uint64_t bac
 		uint64_t want = meta_data_size(backing, sb->bitmap_block_size, true);
 
 		if (want != base || sb->size != base) {
-			seterr(why, n,
-			       "superblock %c, found at offset %" PRIu64 ", describes %" PRIu64
-			       " data bytes with %" PRIu32
-			       "-byte blocks, but a backing store of %" PRIu64 " bytes has %" PRIu64
-			       " data bytes with those blocks (was it resized?)",
-			       name, base, sb->size, sb->bitmap_block_size, backing, want);
+			errbuf_set(why, n,
+			           "superblock %c, found at offset %" PRIu64 ", describes %" PRIu64
+			           " data bytes with %" PRIu32
+			           "-byte blocks, but a backing store of %" PRIu64
+			           " bytes has %" PRIu64
+			           " data bytes with those blocks (was it resized?)",
+			           name, base, sb->size, sb->bitmap_block_size, backing, want);
 			return false;
 		}
 		return true;
 	}
 	if (backing && sb->size != backing) {
-		seterr(why, n,
-		       "superblock %c describes a volume of %" PRIu64
-		       " bytes, but the backing store has %" PRIu64 " bytes",
-		       name, sb->size, backing);
+		errbuf_set(why, n,
+		           "superblock %c describes a volume of %" PRIu64
+		           " bytes, but the backing store has %" PRIu64 " bytes",
+		           name, sb->size, backing);
 		return false;
 	}
 	if (fsize < md) {
-		seterr(why, n,
-		       "superblock %c needs %" PRIu64
-		       " bytes of metadata, but the file has only %" PRIu64 " bytes",
-		       name, md, fsize);
+		errbuf_set(why, n,
+		           "superblock %c needs %" PRIu64
+		           " bytes of metadata, but the file has only %" PRIu64 " bytes",
+		           name, md, fsize);
 		return false;
 	}
 	return true;
@@ -325,16 +316,16 @@ static void slots_read(int fd, uint64_t base, uint64_t fsize, struct slot_res r[
 
 		memset(&r[i], 0, sizeof(r[i]));
 		if (fsize < META_SB_SIZE || off > fsize - META_SB_SIZE) {
-			seterr(r[i].why, sizeof(r[i].why),
-			       "superblock %c at offset %" PRIu64 " lies beyond the end (%" PRIu64
-			       " bytes)",
-			       name, off, fsize);
+			errbuf_set(r[i].why, sizeof(r[i].why),
+			           "superblock %c at offset %" PRIu64
+			           " lies beyond the end (%" PRIu64 " bytes)",
+			           name, off, fsize);
 			continue;
 		}
 		if (pio_full(fd, buf, sizeof(buf), off, false) < 0) {
-			seterr(r[i].why, sizeof(r[i].why),
-			       "superblock %c at offset %" PRIu64 " could not be read: %s", name,
-			       off, strerror(errno));
+			errbuf_set(r[i].why, sizeof(r[i].why),
+			           "superblock %c at offset %" PRIu64 " could not be read: %s",
+			           name, off, strerror(errno));
 			continue;
 		}
 		r[i].has_magic = memcmp(buf, META_MAGIC, 8) == 0;
@@ -388,10 +379,10 @@ static void meta_probe(int fd, bool internal, uint64_t backing, uint64_t fsize, 
 		return;
 	}
 	for (int i = 0; i < 2; i++)
-		seterr(p->r[i].why, sizeof(p->r[i].why),
-		       "superblock %c cannot exist: a backing store of %" PRIu64
-		       " bytes is too small for internal metadata",
-		       'A' + i, backing);
+		errbuf_set(p->r[i].why, sizeof(p->r[i].why),
+		           "superblock %c cannot exist: a backing store of %" PRIu64
+		           " bytes is too small for internal metadata",
+		           'A' + i, backing);
 	/* Larger blocks, smaller bitmap, higher offset: probe from the largest block size down. */
 	for (uint32_t bs = BITMAP_BLOCK_MAX; bs >= BITMAP_BLOCK_MIN; bs /= 2) {
 		uint64_t base = meta_data_size(backing, bs, true);
@@ -431,10 +422,10 @@ static int internal_backing(uint64_t backing, uint64_t fsize, uint64_t *out, con
 {
 	*out = backing ? backing : fsize;
 	if (*out > fsize) {
-		seterr(err, errlen,
-		       "The backing store %s has %" PRIu64 " bytes, fewer than the %" PRIu64
-		       " expected.",
-		       path, fsize, backing);
+		errbuf_set(err, errlen,
+		           "The backing store %s has %" PRIu64 " bytes, fewer than the %" PRIu64
+		           " expected.",
+		           path, fsize, backing);
 		errno = EINVAL;
 		return -1;
 	}
@@ -448,19 +439,30 @@ static void open_report(const char *path, bool internal, const struct probe *p, 
 		const struct slot_res *bad = &p->r[1 - p->slot];
 
 		if (bad->ok)
-			seterr(err, errlen, "%s", "");
+			errbuf_set(err, errlen, "%s", "");
 		else
-			seterr(err, errlen, "In %s, %s; using %c (seq %" PRIu64 ").", path,
-			       bad->why, 'A' + p->slot, p->r[p->slot].sb.seq);
+			errbuf_set(err, errlen, "In %s, %s; using %c (seq %" PRIu64 ").", path,
+			           bad->why, 'A' + p->slot, p->r[p->slot].sb.seq);
 		return;
 	}
 	const char *hint = p->r[0].has_magic || p->r[1].has_magic
 	                       ? "The metadata is damaged, or not for this backing store."
 	                       : "It is not hak metadata, or it was created by a newer version.";
 
-	seterr(err, errlen,
-	       "There is no valid superblock in %s%s (at offset %" PRIu64 "): %s; %s. %s", path,
-	       internal ? " as internal metadata" : "", p->base, p->r[0].why, p->r[1].why, hint);
+	errbuf_set(
+	    err, errlen, "There is no valid superblock in %s%s (at offset %" PRIu64 "): %s; %s. %s",
+	    path, internal ? " as internal metadata" : "", p->base, p->r[0].why, p->r[1].why, hint);
+}
+
+/* The end of a call that opened fd: close it unless it was handed out (fd -1), keeping errno. */
+static int close_unless_kept(int fd, int rc)
+{
+	int e = errno;
+
+	if (fd >= 0)
+		close(fd);
+	errno = e;
+	return rc;
 }
 
 int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct meta **out, char *err,
@@ -470,24 +472,21 @@ int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct me
 	struct probe p;
 	uint64_t fsize, backing = backing_bytes;
 	bool rdonly;
-	int fd = -1, rc = -1, e;
+	int fd = -1, rc = -1;
 
-	seterr(err, errlen, "%s", "");
+	errbuf_set(err, errlen, "%s", "");
 	*out = NULL;
 	fd = meta_open_fd(path, &rdonly);
 	if (fd < 0) {
-		e = errno;
-		seterr(err, errlen, "Cannot open the metadata %s: %s.", path, strerror(e));
-		errno = e;
+		errbuf_set(err, errlen, "Cannot open the metadata %s: %s.", path, strerror(errno));
 		goto out;
 	}
 	if (file_size(fd, &fsize) < 0) {
-		e = errno;
-		seterr(err, errlen,
-		       "Cannot get the size of %s (%s); metadata must be a regular file or a block "
-		       "device.",
-		       path, strerror(e));
-		errno = e;
+		errbuf_set(
+		    err, errlen,
+		    "Cannot get the size of %s (%s); metadata must be a regular file or a block "
+		    "device.",
+		    path, strerror(errno));
 		goto out;
 	}
 	if (internal && internal_backing(backing_bytes, fsize, &backing, path, err, errlen) < 0)
@@ -500,7 +499,7 @@ int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct me
 	}
 	m = calloc(1, sizeof(*m));
 	if (!m) {
-		seterr(err, errlen, "Out of memory opening the metadata %s.", path);
+		errbuf_set(err, errlen, "Out of memory opening the metadata %s.", path);
 		goto out;
 	}
 	m->fd = fd;
@@ -514,12 +513,7 @@ int meta_open(const char *path, bool internal, uint64_t backing_bytes, struct me
 	fd = -1;
 	rc = 0;
 out:
-	if (fd >= 0) {
-		e = errno;
-		close(fd);
-		errno = e;
-	}
-	return rc;
+	return close_unless_kept(fd, rc);
 }
 
 int meta_close(struct meta *m)
@@ -742,11 +736,11 @@ static int create_check_existing(int fd, const struct meta_create_args *a, uint6
 		slots_read(fd, base, fsize, r);
 		int slot = slots_pick(r);
 		if (slot >= 0) {
-			seterr(err, errlen,
-			       "%s already holds hak metadata (superblock %c at offset %" PRIu64
-			       ", seq %" PRIu64 ", node '%s'); use --force to overwrite it.",
-			       path, 'A' + slot, base + (uint64_t)slot * META_SB_SIZE,
-			       r[slot].sb.seq, r[slot].sb.node);
+			errbuf_set(err, errlen,
+			           "%s already holds hak metadata (superblock %c at offset %" PRIu64
+			           ", seq %" PRIu64 ", node '%s'); use --force to overwrite it.",
+			           path, 'A' + slot, base + (uint64_t)slot * META_SB_SIZE,
+			           r[slot].sb.seq, r[slot].sb.node);
 			errno = EEXIST;
 			return -1;
 		}
@@ -761,26 +755,26 @@ static int create_validate(const struct meta_create_args *a, uint32_t *bs, char 
 	*bs = a->bitmap_block_size ? a->bitmap_block_size : BITMAP_BLOCK_DEFAULT;
 	errno = EINVAL;
 	if (!block_size_ok(*bs)) {
-		seterr(err, errlen,
-		       "The bitmap block size %" PRIu32
-		       " is invalid; use a power of two from 4096 to 1048576.",
-		       *bs);
+		errbuf_set(err, errlen,
+		           "The bitmap block size %" PRIu32
+		           " is invalid; use a power of two from 4096 to 1048576.",
+		           *bs);
 		return -1;
 	}
 	if (!a->node || strlen(a->node) >= META_NODE_MAX) {
-		seterr(err, errlen, "The node name must be given and shorter than %u bytes.",
-		       META_NODE_MAX);
+		errbuf_set(err, errlen, "The node name must be given and shorter than %u bytes.",
+		           META_NODE_MAX);
 		return -1;
 	}
 	if (!a->internal && a->backing_bytes == 0) {
-		seterr(err, errlen, "%s", "External metadata needs the size of the data.");
+		errbuf_set(err, errlen, "%s", "External metadata needs the size of the data.");
 		return -1;
 	}
 	if (!a->internal && meta_md_size(a->backing_bytes, *bs) == 0) {
-		seterr(err, errlen,
-		       "A volume of %" PRIu64 " bytes needs more than 2^32 blocks of %" PRIu32
-		       " bytes; use a larger bitmap block size.",
-		       a->backing_bytes, *bs);
+		errbuf_set(err, errlen,
+		           "A volume of %" PRIu64 " bytes needs more than 2^32 blocks of %" PRIu32
+		           " bytes; use a larger bitmap block size.",
+		           a->backing_bytes, *bs);
 		errno = EFBIG;
 		return -1;
 	}
@@ -805,7 +799,7 @@ static int create_zero(int fd, const struct meta_create_args *a, uint64_t base, 
 		return 0;
 fail:
 	rc = errno;
-	seterr(err, errlen, "Zeroing the metadata area of %s failed: %s.", path, strerror(rc));
+	errbuf_set(err, errlen, "Zeroing the metadata area of %s failed: %s.", path, strerror(rc));
 	errno = rc;
 	return -1;
 }
@@ -818,10 +812,8 @@ static int create_gen(const struct meta_create_args *a, uint64_t *gen, char *err
 	*gen = a->blank_gen;
 	while (*gen == 0) {
 		if (getrandom(gen, sizeof(*gen), 0) != sizeof(*gen)) {
-			int e = errno;
-
-			seterr(err, errlen, "Cannot get a random generation id: %s.", strerror(e));
-			errno = e;
+			errbuf_set(err, errlen, "Cannot get a random generation id: %s.",
+			           strerror(errno));
 			return -1;
 		}
 	}
@@ -847,7 +839,7 @@ static int create_place(int fd, const struct meta_create_args *a, uint32_t bs, c
                         char *err, size_t errlen)
 {
 	if (file_size(fd, fsize) < 0) {
-		seterr(err, errlen, "Cannot get the size of %s: %s.", path, strerror(errno));
+		errbuf_set(err, errlen, "Cannot get the size of %s: %s.", path, strerror(errno));
 		return -1;
 	}
 	if (!a->internal) {
@@ -860,9 +852,9 @@ static int create_place(int fd, const struct meta_create_args *a, uint32_t bs, c
 			return 0;
 		if (*fsize >= *end)
 			return 0;
-		seterr(err, errlen,
-		       "%s has %" PRIu64 " bytes, but the metadata needs %" PRIu64 " bytes.", path,
-		       *fsize, *end);
+		errbuf_set(err, errlen,
+		           "%s has %" PRIu64 " bytes, but the metadata needs %" PRIu64 " bytes.",
+		           path, *fsize, *end);
 		errno = ENOSPC;
 		return -1;
 	}
@@ -872,10 +864,10 @@ static int create_place(int fd, const struct meta_create_args *a, uint32_t bs, c
 	*end = *backing;
 	if (*base)
 		return 0;
-	seterr(err, errlen,
-	       "The backing store %s of %" PRIu64
-	       " bytes is too small for internal metadata with %" PRIu32 "-byte blocks.",
-	       path, *backing, bs);
+	errbuf_set(err, errlen,
+	           "The backing store %s of %" PRIu64
+	           " bytes is too small for internal metadata with %" PRIu32 "-byte blocks.",
+	           path, *backing, bs);
 	errno = ENOSPC;
 	return -1;
 }
@@ -886,16 +878,14 @@ int meta_create_ex(const char *path, const struct meta_create_args *a, struct me
 	struct meta_sb sb;
 	uint64_t fsize, backing, base, end, gen;
 	uint32_t bs;
-	int fd = -1, rc = -1, e;
+	int fd = -1, rc = -1;
 
-	seterr(err, errlen, "%s", "");
+	errbuf_set(err, errlen, "%s", "");
 	if (create_validate(a, &bs, err, errlen) < 0 || create_gen(a, &gen, err, errlen) < 0)
 		goto out;
 	fd = open(path, O_RDWR | O_CLOEXEC | (a->internal ? 0 : O_CREAT), 0600);
 	if (fd < 0) {
-		e = errno;
-		seterr(err, errlen, "Cannot open %s: %s.", path, strerror(e));
-		errno = e;
+		errbuf_set(err, errlen, "Cannot open %s: %s.", path, strerror(errno));
 		goto out;
 	}
 	if (create_place(fd, a, bs, path, &fsize, &backing, &base, &end, err, errlen) < 0)
@@ -914,46 +904,15 @@ int meta_create_ex(const char *path, const struct meta_create_args *a, struct me
 	sb.gen_current = gen;
 	snprintf(sb.node, sizeof(sb.node), "%s", a->node);
 	if (create_write_sbs(fd, base, &sb) < 0) {
-		e = errno;
-		seterr(err, errlen, "Writing the superblocks of %s failed: %s.", path, strerror(e));
-		errno = e;
+		errbuf_set(err, errlen, "Writing the superblocks of %s failed: %s.", path,
+		           strerror(errno));
 		goto out;
 	}
 	if (out)
 		*out = sb;
 	rc = 0;
 out:
-	if (fd >= 0) {
-		e = errno;
-		close(fd);
-		errno = e;
-	}
-	return rc;
-}
-
-int meta_create(const char *path_or_dev, bool internal, uint64_t backing_bytes,
-                uint32_t bitmap_block_size, const uint8_t uuid[16], bool blank, const char *node,
-                struct meta_sb *out)
-{
-	struct meta_create_args a = {
-	    .internal = internal,
-	    .backing_bytes = backing_bytes,
-	    .bitmap_block_size = bitmap_block_size,
-	    .blank = blank,
-	    .node = node,
-	};
-	char err[META_ERR_LEN];
-	int rc;
-
-	memcpy(a.uuid, uuid, 16);
-	rc = meta_create_ex(path_or_dev, &a, out, err, sizeof(err));
-	if (rc < 0) {
-		int e = errno;
-
-		log_err("%s", err);
-		errno = e;
-	}
-	return rc;
+	return close_unless_kept(fd, rc);
 }
 
 static const char *const flag_names[] = {

@@ -8,7 +8,7 @@
  * 4 KiB-aligned; the bytes before it are the data and the only part the volume exports. The
  * internal offset depends on the bitmap block size, which is itself stored in the superblock, so
  * meta_open() probes the offset of every legal block size, the highest offset first: an older
- * superblock at a higher offset would have been zeroed by meta_create(), so the first valid one
+ * superblock at a higher offset would have been zeroed by meta_create_ex(), so the first valid one
  * found is the current one.
  *
  * Layout, offsets relative to the start of the metadata, all integers little-endian:
@@ -116,10 +116,6 @@ struct meta_create_args {
  */
 int meta_create_ex(const char *path, const struct meta_create_args *args, struct meta_sb *out,
                    char *err, size_t errlen);
-/* The short form: never forces, random gen for blank; the error goes to the log. */
-int meta_create(const char *path_or_dev, bool internal, uint64_t backing_bytes,
-                uint32_t bitmap_block_size, const uint8_t uuid[16], bool blank, const char *node,
-                struct meta_sb *out);
 
 /*
  * Open and validate metadata. backing_bytes: for external metadata the size of the data (0 skips

@@ -12,13 +12,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "lib/buf.h"
 #include "conf/config.h"
 #include "lib/log.h"
 #include "lib/net.h"
+#include "lib/usock.h"
 #include "nbd_proto.h"
 #include "lib/outq.h"
 #include "volume/volume.h"
@@ -920,30 +920,6 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	}
 }
 
-static int listen_unix(const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd = -1, saved;
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -1;
-	unlink(path);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
-	    listen(fd, 128) < 0)
-		goto fail;
-	return fd;
-fail:
-	saved = errno;
-	close(fd);
-	errno = saved;
-	return -1;
-}
-
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
                       struct nbd_server **out)
 {
@@ -978,7 +954,7 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->unix_path = strdup(o->unix_path);
 	if (!s->unix_path)
 		goto fail;
-	s->lfd[0] = listen_unix(o->unix_path);
+	s->lfd[0] = usock_listen(o->unix_path, 128);
 	if (s->lfd[0] < 0) {
 		log_vol(LOG_LVL_ERR, cfg->name, NULL, "Cannot listen on UNIX socket %s: %s.",
 		        o->unix_path, strerror(errno));

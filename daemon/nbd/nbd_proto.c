@@ -9,7 +9,7 @@
 
 #define META_ALLOC "base:allocation"
 
-int nbd_buf_put(struct nbd_buf *b, const void *p, size_t n)
+static int nbd_buf_put(struct nbd_buf *b, const void *p, size_t n)
 {
 	if (b->len + n > b->cap) {
 		size_t cap = b->cap ? b->cap : 256;
@@ -81,7 +81,8 @@ static int opt_error(struct nbd_buf *out, uint32_t opt, uint32_t type, const cha
 	return opt_reply(out, opt, type, msg, (uint32_t)n);
 }
 
-uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e)
+/* Transmission flags for an export given the negotiated state. */
+static uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e)
 {
 	uint16_t f = NBD_FLAG_HAS_FLAGS | NBD_FLAG_SEND_FLUSH | NBD_FLAG_SEND_FUA |
 	             NBD_FLAG_SEND_CACHE | NBD_FLAG_CAN_MULTI_CONN;
@@ -142,35 +143,33 @@ static int info_reply(struct nbd_buf *out, uint32_t opt, const void *p, uint32_t
 	return opt_reply(out, opt, NBD_REP_INFO, p, len);
 }
 
+/* An NBD_INFO_NAME or NBD_INFO_DESCRIPTION reply: the type, then the text without its NUL. */
+static int info_text_reply(struct nbd_buf *out, uint32_t opt, uint16_t type, const char *text)
+{
+	size_t len = strlen(text);
+	uint8_t *p = malloc(2 + len);
+	int rc;
+
+	if (!p)
+		return -1;
+	be_put16(p, type);
+	memcpy(p + 2, text, len);
+	rc = info_reply(out, opt, p, (uint32_t)(2 + len));
+	free(p);
+	return rc;
+}
+
 static int send_infos(struct nbd_neg *neg, uint32_t opt, const struct nbd_export *e,
                       const uint8_t *reqs, uint16_t nreqs, struct nbd_buf *out)
 {
 	uint8_t b[14];
 	for (uint16_t i = 0; i < nreqs; i++) {
 		uint16_t t = be_get16(reqs + 2 * i);
-		if (t == NBD_INFO_NAME) {
-			size_t nl = strlen(e->name);
-			uint8_t *p = malloc(2 + nl);
-			if (!p)
-				return -1;
-			be_put16(p, NBD_INFO_NAME);
-			memcpy(p + 2, e->name, nl);
-			int rc = info_reply(out, opt, p, (uint32_t)(2 + nl));
-			free(p);
-			if (rc < 0)
-				return -1;
-		} else if (t == NBD_INFO_DESCRIPTION && e->description) {
-			size_t dl = strlen(e->description);
-			uint8_t *p = malloc(2 + dl);
-			if (!p)
-				return -1;
-			be_put16(p, NBD_INFO_DESCRIPTION);
-			memcpy(p + 2, e->description, dl);
-			int rc = info_reply(out, opt, p, (uint32_t)(2 + dl));
-			free(p);
-			if (rc < 0)
-				return -1;
-		}
+		if (t == NBD_INFO_NAME && info_text_reply(out, opt, t, e->name) < 0)
+			return -1;
+		if (t == NBD_INFO_DESCRIPTION && e->description &&
+		    info_text_reply(out, opt, t, e->description) < 0)
+			return -1;
 	}
 	/* Block sizes go out whether asked or not: a client that did not ask may still honour them,
 	 * and the spec allows it. */

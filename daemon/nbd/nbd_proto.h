@@ -55,7 +55,6 @@ struct nbd_buf {
 	size_t len;
 	size_t cap;
 };
-int nbd_buf_put(struct nbd_buf *b, const void *p, size_t n);
 void nbd_buf_free(struct nbd_buf *b);
 
 /* The 18-byte server greeting. */
@@ -81,8 +80,6 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
                    struct nbd_buf *out);
 /* Reply to an option whose data was too large to buffer. */
 int nbd_neg_too_big(struct nbd_neg *neg, uint32_t opt, struct nbd_buf *out);
-/* Transmission flags for an export given the negotiated state. */
-uint16_t nbd_tflags(const struct nbd_neg *neg, const struct nbd_export *e);
 
 struct nbd_request {
 	uint16_t flags;

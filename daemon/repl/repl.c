@@ -108,7 +108,7 @@ struct gen_ids repl_gen_local(const struct repl *r)
 	return g;
 }
 
-static void gen_store(struct repl *r, const struct gen_ids *g)
+void repl_gen_store(struct repl *r, const struct gen_ids *g)
 {
 	r->sb.gen_current = g->current;
 	r->sb.gen_bitmap = g->bitmap;
@@ -360,7 +360,7 @@ static void handshake_complete(struct repl *r)
 		if (rule == GEN_RULE_EQUAL && local.bitmap != 0) {
 			/* The last resync ended on the target but this side never recorded it. */
 			gen_resync_done_source(&local);
-			gen_store(r, &local);
+			repl_gen_store(r, &local);
 			repl_write_sb(r);
 		}
 		if (local.current && local.current == peer.current && r->disk == DISK_OUTDATED &&
@@ -681,7 +681,7 @@ static void repl_conn_lost_generation(void *ctx)
 		return;
 	struct gen_ids g = repl_gen_local(r);
 	gen_new_current(&g, fresh_gen());
-	gen_store(r, &g);
+	repl_gen_store(r, &g);
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
 }
@@ -859,7 +859,7 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 	if (new_gen) {
 		/* Writes from here on are a generation the peer does not have. */
 		gen_new_current(&g, fresh_gen());
-		gen_store(r, &g);
+		repl_gen_store(r, &g);
 	}
 	if (force && r->disk != DISK_UPTODATE)
 		repl_log(r, LOG_LVL_WARN,
@@ -944,7 +944,7 @@ void repl_discard_local(struct repl *r)
 {
 	struct gen_ids g = repl_gen_local(r);
 	gen_discard_local(&g);
-	gen_store(r, &g);
+	repl_gen_store(r, &g);
 	r->crashed_primary = false;
 	r->split_brain = false;
 	r->disk = DISK_OUTDATED;

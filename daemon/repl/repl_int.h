@@ -326,6 +326,8 @@ int repl_write_sb(struct repl *r);
 void repl_drop_connection(struct repl *r, const char *why);
 void repl_send_state(struct repl *r);
 struct gen_ids repl_gen_local(const struct repl *r);
+/* Into the superblock in memory (repl_write_sb persists it). */
+void repl_gen_store(struct repl *r, const struct gen_ids *g);
 void repl_refuse(struct repl *r, bool standalone, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* This node's changes are dropped: the next connection makes it a full resync target. */

@@ -155,10 +155,7 @@ static void resync_finish_source(struct repl *r)
 	struct gen_ids g = repl_gen_local(r);
 	double dt = ev_now(r->p.loop) - r->rs_start;
 	gen_resync_done_source(&g);
-	r->sb.gen_current = g.current;
-	r->sb.gen_bitmap = g.bitmap;
-	r->sb.gen_history[0] = g.history[0];
-	r->sb.gen_history[1] = g.history[1];
+	repl_gen_store(r, &g);
 	r->crashed_primary = false;
 	r->resync_running = false;
 	r->link = LINK_CONNECTED;
@@ -201,10 +198,7 @@ static void resync_finish_target(struct repl *r)
 		return;
 	}
 	gen_resync_done_target(&g, &src);
-	r->sb.gen_current = g.current;
-	r->sb.gen_bitmap = g.bitmap;
-	r->sb.gen_history[0] = g.history[0];
-	r->sb.gen_history[1] = g.history[1];
+	repl_gen_store(r, &g);
 	r->crashed_primary = false;
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;

@@ -45,11 +45,11 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hak/wire.h>
 
+#include "lib/clock.h"
 #include "transport/wire.h"
 
 #define EXIT_OK       0
@@ -84,14 +84,6 @@ struct link {
 	size_t mlen;
 	uint64_t rx_bytes;
 };
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void usage(void)
 {
@@ -183,13 +175,13 @@ static int send_all(int fd, const void *buf, size_t n)
 /* Reads one whole frame (at most FRAME_MAX bytes) within ms: 0, 1 on EOF/reset, -1 otherwise. */
 static int read_frame(int fd, uint8_t *buf, struct wire_hdr *h, int ms)
 {
-	double deadline = now_s() + ms / 1000.0;
+	double deadline = clock_mono() + ms / 1000.0;
 	size_t have = 0, want = WIRE_HDR_SIZE;
 	char err[200];
 
 	while (have < want) {
 		struct pollfd p = {.fd = fd, .events = POLLIN};
-		int left = (int)((deadline - now_s()) * 1000.0);
+		int left = (int)((deadline - clock_mono()) * 1000.0);
 		if (left <= 0 || poll(&p, 1, left) == 0) {
 			errno = ETIMEDOUT;
 			return -1;
@@ -416,17 +408,17 @@ static int meta_input(struct link *l)
  */
 static bool wait_drop(struct link *l, double secs, const char **how)
 {
-	double start = now_s(), last_ping = 0;
+	double start = clock_mono(), last_ping = 0;
 	uint8_t sink[65536];
 
-	while (now_s() - start < secs) {
+	while (clock_mono() - start < secs) {
 		struct pollfd p[2] = {{.fd = l->fd[0], .events = POLLIN},
 		                      {.fd = l->fd[1], .events = POLLIN}};
-		if (l->fd[1] >= 0 && now_s() - last_ping >= PING_EVERY_S) {
+		if (l->fd[1] >= 0 && clock_mono() - last_ping >= PING_EVERY_S) {
 			uint8_t ping[WIRE_HDR_SIZE + WIRE_ID_SIZE] = {0};
 			wire_hdr_encode(ping, WIRE_PING, 0, WIRE_ID_SIZE);
 			(void)send_all(l->fd[1], ping, sizeof(ping));
-			last_ping = now_s();
+			last_ping = clock_mono();
 		}
 		if (poll(p, 2, 50) <= 0)
 			continue;
@@ -488,7 +480,7 @@ static int run_case(const struct opts *o, const char *sc)
 		fprintf(stderr, "hak-evilpeer: out of memory.\n");
 		goto out;
 	}
-	double t0 = now_s();
+	double t0 = clock_mono();
 	sent = send_all(l.fd[0], bytes, n);
 	if (sent < 0) {
 		fprintf(stderr, "hak-evilpeer: sending failed: %s.\n", strerror(errno));
@@ -502,7 +494,7 @@ static int run_case(const struct opts *o, const char *sc)
 	printf("result: %s%s: sent %zu bytes%s; %s after %.3f s (%" PRIu64 " bytes received)\n", sc,
 	       post ? " after the handshake" : "", n, shut ? " and half-closed" : "",
 	       dropped ? "the server dropped the connection" : "the connection is STILL OPEN",
-	       now_s() - t0, l.rx_bytes);
+	       clock_mono() - t0, l.rx_bytes);
 	if (dropped)
 		printf("result: seen as %s\n", how);
 	rc = dropped ? EXIT_OK : EXIT_MISMATCH;
@@ -521,11 +513,11 @@ static int run_control(const struct opts *o)
 
 	if (handshake(o, &l) < 0)
 		goto out;
-	double t0 = now_s();
+	double t0 = clock_mono();
 	bool dropped = wait_drop(&l, o->hold, &how);
 	printf("result: handshake-only: %s after %.3f s (%" PRIu64 " bytes received)\n",
 	       dropped ? "the server DROPPED the connection" : "the connection is still open",
-	       now_s() - t0, l.rx_bytes);
+	       clock_mono() - t0, l.rx_bytes);
 	if (dropped)
 		printf("result: seen as %s\n", how);
 	rc = dropped ? EXIT_MISMATCH : EXIT_OK;

@@ -32,7 +32,6 @@
  * or corrupt, 2 when something is; 1 everywhere for usage errors, a server that cannot be reached
  * at all and a ledger that cannot be read or written.
  */
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -53,6 +52,9 @@
 #include <unistd.h>
 
 #include <libnbd.h>
+
+#include "lib/clock.h"
+#include "lib/endian.h"
 
 #define BLOCK_SIZE     4096u
 #define BLOCK_MAGIC    "HAKLEDGR"
@@ -86,42 +88,6 @@ static void msg(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static uint64_t get_le64(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return le64toh(v);
-}
-
-static uint32_t get_le32(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return le32toh(v);
-}
-
-static void put_le64(uint8_t *p, uint64_t v)
-{
-	v = htole64(v);
-	memcpy(p, &v, 8);
-}
-
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	v = htole32(v);
-	memcpy(p, &v, 4);
 }
 
 /* 64-bit FNV-1a: trivial to recompute from a shell or Python when a verdict needs a second look. */
@@ -228,16 +194,16 @@ static void block_fill(uint8_t *b, uint64_t block, uint64_t gen, uint32_t writer
 	size_t i;
 
 	memcpy(b, BLOCK_MAGIC, 8);
-	put_le64(b + 8, block);
-	put_le64(b + 16, gen);
-	put_le32(b + 24, writer);
-	put_le32(b + 28, BLOCK_VERSION);
+	le_put64(b + 8, block);
+	le_put64(b + 16, gen);
+	le_put32(b + 24, writer);
+	le_put32(b + 28, BLOCK_VERSION);
 	for (i = 32; i < BLOCK_SUM_OFF; i += 8) {
 		uint64_t r = rng_next(rng);
 
 		memcpy(b + i, &r, 8);
 	}
-	put_le64(b + BLOCK_SUM_OFF, fnv1a64(b, BLOCK_SUM_OFF));
+	le_put64(b + BLOCK_SUM_OFF, fnv1a64(b, BLOCK_SUM_OFF));
 }
 
 enum verdict { V_OK, V_MISSING, V_CORRUPT };
@@ -252,12 +218,12 @@ static enum verdict block_check(const uint8_t *b, uint64_t block, uint64_t want,
 		*why = "no ledger header";
 		return V_MISSING;
 	}
-	*found = get_le64(b + 16);
-	if (get_le64(b + BLOCK_SUM_OFF) != fnv1a64(b, BLOCK_SUM_OFF)) {
+	*found = le_get64(b + 16);
+	if (le_get64(b + BLOCK_SUM_OFF) != fnv1a64(b, BLOCK_SUM_OFF)) {
 		*why = "checksum mismatch";
 		return V_CORRUPT;
 	}
-	if (get_le64(b + 8) != block) {
+	if (le_get64(b + 8) != block) {
 		*why = "header names another block";
 		return V_CORRUPT;
 	}
@@ -285,22 +251,22 @@ struct ledger {
 
 static uint64_t rec_block(const struct ledger *l, uint64_t i)
 {
-	return get_le64(l->recs + i * LEDGER_REC);
+	return le_get64(l->recs + i * LEDGER_REC);
 }
 
 static uint64_t rec_gen(const struct ledger *l, uint64_t i)
 {
-	return get_le64(l->recs + i * LEDGER_REC + 8);
+	return le_get64(l->recs + i * LEDGER_REC + 8);
 }
 
 static void ledger_hdr_encode(uint8_t *h, uint64_t reserved)
 {
 	memset(h, 0, LEDGER_HDR);
 	memcpy(h, LEDGER_MAGIC, 8);
-	put_le32(h + 8, LEDGER_VERSION);
-	put_le32(h + 12, BLOCK_SIZE);
-	put_le32(h + 16, LEDGER_REC);
-	put_le64(h + RESERVED_OFF, reserved);
+	le_put32(h + 8, LEDGER_VERSION);
+	le_put32(h + 12, BLOCK_SIZE);
+	le_put32(h + 16, LEDGER_REC);
+	le_put64(h + RESERVED_OFF, reserved);
 }
 
 static int ledger_hdr_check(const struct ledger *l)
@@ -312,12 +278,12 @@ static int ledger_hdr_check(const struct ledger *l)
 		    LEDGER_MAGIC);
 		return -1;
 	}
-	if (get_le32(h + 8) != LEDGER_VERSION || get_le32(h + 12) != BLOCK_SIZE ||
-	    get_le32(h + 16) != LEDGER_REC) {
+	if (le_get32(h + 8) != LEDGER_VERSION || le_get32(h + 12) != BLOCK_SIZE ||
+	    le_get32(h + 16) != LEDGER_REC) {
 		msg("Ledger %s has version %" PRIu32 ", block size %" PRIu32
 		    " and record size %" PRIu32
 		    "; this tool reads version %u, block size %u, record size %u only.",
-		    l->path, get_le32(h + 8), get_le32(h + 12), get_le32(h + 16), LEDGER_VERSION,
+		    l->path, le_get32(h + 8), le_get32(h + 12), le_get32(h + 16), LEDGER_VERSION,
 		    BLOCK_SIZE, LEDGER_REC);
 		return -1;
 	}
@@ -388,7 +354,7 @@ static int ledger_map(struct ledger *l, int fd, const char *path)
 	}
 	if (ledger_hdr_check(l) < 0)
 		goto fail;
-	l->reserved = get_le64(l->map + RESERVED_OFF);
+	l->reserved = le_get64(l->map + RESERVED_OFF);
 	l->recs = l->map + LEDGER_HDR;
 	body = l->map_len - LEDGER_HDR;
 	l->nrecs = body / LEDGER_REC;
@@ -513,8 +479,8 @@ static void lout_add(struct ledger_out *o, uint64_t block, uint64_t gen)
 		o->cap *= 2;
 	}
 	p = o->buf + o->n * LEDGER_REC;
-	put_le64(p, block);
-	put_le64(p + 8, gen);
+	le_put64(p, block);
+	le_put64(p + 8, gen);
 	o->n++;
 }
 
@@ -544,7 +510,7 @@ static int lout_reserve(struct ledger_out *o, uint64_t gen)
 
 	if (gen <= o->reserved)
 		return 0;
-	put_le64(v, gen + RESERVE_STEP);
+	le_put64(v, gen + RESERVE_STEP);
 	if (pwrite_all(o->fd, v, sizeof(v), RESERVED_OFF) < 0) {
 		msg("Cannot update the reserved generation of ledger %s: %s.", o->path,
 		    strerror(errno));
@@ -657,7 +623,7 @@ static void storm_stop(struct storm *st, const char *reason)
 		return;
 	st->stopping = true;
 	st->reason = reason;
-	st->stop_at = now_s();
+	st->stop_at = clock_mono();
 }
 
 static bool err_is_disconnect(int e)
@@ -838,10 +804,10 @@ static int ms_until(double t, double now)
 /* Runs the storm until a stop; then drains in-flight writes for at most DRAIN_SECONDS. */
 static int storm_run(struct storm *st, double seconds)
 {
-	double start = now_s(), deadline = start + seconds, synced = start, now;
+	double start = clock_mono(), deadline = start + seconds, synced = start, now;
 
 	for (;;) {
-		now = now_s();
+		now = clock_mono();
 		if (got_signal)
 			storm_stop(st, got_signal == SIGINT ? "SIGINT" : "SIGTERM");
 		if (now >= deadline)
@@ -870,13 +836,13 @@ static int storm_run(struct storm *st, double seconds)
 /* A bounded polite goodbye: a hung server must not hang the tool. */
 static void storm_disconnect(struct storm *st)
 {
-	double end = now_s() + 1.0;
+	double end = clock_mono() + 1.0;
 
 	if (st->dead || st->inflight > 0 || st->flush_inflight)
 		return;
 	if (nbd_aio_disconnect(st->h, 0) < 0)
 		return;
-	while (now_s() < end && !nbd_aio_is_closed(st->h) && !nbd_aio_is_dead(st->h))
+	while (clock_mono() < end && !nbd_aio_is_closed(st->h) && !nbd_aio_is_dead(st->h))
 		storm_poll(st, 100);
 }
 
@@ -970,7 +936,7 @@ static int write_run(const struct wopts *o)
 	msg("Writer %" PRIu64 " storms blocks %" PRIu64 "..%" PRIu64 " of %s at queue depth %u, "
 	    "seed %" PRIu64 ", first generation %" PRIu64 ".",
 	    o->writer, st.first, st.first + st.nblocks - 1, o->uri, st.qd, o->seed, st.next_gen);
-	t0 = now_s();
+	t0 = clock_mono();
 	if (storm_run(&st, o->seconds) < 0)
 		goto out;
 	st.abandoned = st.inflight;
@@ -979,7 +945,7 @@ static int write_run(const struct wopts *o)
 	st.closing = true;
 	if (lout_close(&st.out) < 0)
 		goto out;
-	storm_report(&st, (st.stopping ? st.stop_at : now_s()) - t0);
+	storm_report(&st, (st.stopping ? st.stop_at : clock_mono()) - t0);
 	ret = 0;
 out:
 	storm_free(&st);

@@ -23,8 +23,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "lib/clock.h"
 
 #define HDR_SIZE  8u
 #define ACK_SIZE  24u
@@ -171,13 +172,6 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static double now_us(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
 static int connect_retry(const char *host, const char *port)
 {
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
@@ -220,7 +214,7 @@ static int ping(const char *host, const char *port, unsigned size, unsigned coun
 	for (size_t i = HDR_SIZE; i < HDR_SIZE + size; i++)
 		frame[i] = (uint8_t)(i * 131);
 	for (unsigned i = 0; i < count; i++) {
-		double t0 = now_us();
+		double t0 = clock_mono();
 		int r =
 		    write_full(s, frame, HDR_SIZE + size) < 0 ? -1 : read_full(s, ack, ACK_SIZE);
 		if (r != 1) {
@@ -228,7 +222,7 @@ static int ping(const char *host, const char *port, unsigned size, unsigned coun
 			        r == 0 ? "the server closed the connection" : strerror(errno));
 			goto out;
 		}
-		lat[i] = now_us() - t0;
+		lat[i] = (clock_mono() - t0) * 1e6;
 		sum += lat[i];
 	}
 	qsort(lat, count, sizeof(*lat), cmp_double);

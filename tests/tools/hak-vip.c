@@ -27,10 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster/vip.h"
+#include "lib/clock.h"
 
 static int usage(void)
 {
@@ -38,14 +38,6 @@ static int usage(void)
 	                "       hak-vip garp IFNAME ADDR [COUNT [DELAY]]\n"
 	                "       hak-vip listen IFNAME ADDR SECONDS [READY-FILE]\n");
 	return 2;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* Is this frame (without Ethernet header) an announcement of a? */
@@ -62,7 +54,7 @@ static int is_announcement(uint16_t proto, const uint8_t *p, size_t n, const str
 static int listen_for(const char *ifname, const struct ipaddr *a, double seconds, const char *ready)
 {
 	struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL)};
-	double t0 = now_ms(), end = t0 + seconds * 1e3;
+	double t0 = clock_mono() * 1e3, end = t0 + seconds * 1e3;
 	unsigned total = 0;
 	int fd;
 
@@ -74,7 +66,7 @@ static int listen_for(const char *ifname, const struct ipaddr *a, double seconds
 	}
 	if (ready)
 		close(open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0644));
-	for (double t = now_ms(); t < end; t = now_ms()) {
+	for (double t = clock_mono() * 1e3; t < end; t = clock_mono() * 1e3) {
 		struct pollfd pfd = {.fd = fd, .events = POLLIN};
 		uint8_t buf[2048];
 		struct sockaddr_ll from;
@@ -86,7 +78,7 @@ static int listen_for(const char *ifname, const struct ipaddr *a, double seconds
 		    !is_announcement(ntohs(from.sll_protocol), buf, (size_t)n, a))
 			continue;
 		total++;
-		printf("announce %.0f %02x:%02x:%02x:%02x:%02x:%02x\n", now_ms() - t0,
+		printf("announce %.0f %02x:%02x:%02x:%02x:%02x:%02x\n", clock_mono() * 1e3 - t0,
 		       from.sll_addr[0], from.sll_addr[1], from.sll_addr[2], from.sll_addr[3],
 		       from.sll_addr[4], from.sll_addr[5]);
 		fflush(stdout);

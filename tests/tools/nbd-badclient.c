@@ -9,7 +9,6 @@
  * --pid lets the memory cases watch the server's VmRSS while they run. Exit status: 0 when every
  * check passed, 1 on a mismatch, 2 on a usage or local error.
  */
-#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -22,11 +21,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <hak/nbd.h>
+
+#include "lib/clock.h"
+#include "lib/endian.h"
+#include "lib/usock.h"
 
 #define IO_TIMEOUT_MS 10000
 #define MiB           (1024u * 1024u)
@@ -77,14 +78,6 @@ static void check_ok(const char *fmt, ...)
 	fflush(stdout);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* The server's resident set in KiB, or -1 when there is no --pid or it is gone. */
 static long rss_kb(long pid)
 {
@@ -116,22 +109,10 @@ static bool server_alive(long pid)
 
 static int conn_open(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
+	int fd = usock_connect(path);
 
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		fprintf(stderr, "The socket path %s is too long.\n", path);
-		return -1;
-	}
-	strcpy(sa.sun_path, path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		fprintf(stderr, "Cannot connect to %s: %s.\n", path, strerror(errno));
-		close(fd);
-		return -1;
-	}
 	return fd;
 }
 
@@ -201,12 +182,12 @@ static int write_full(int fd, const void *buf, size_t n)
  */
 static bool expect_close(int fd, int ms, size_t *extra)
 {
-	double deadline = now_s() + ms / 1000.0;
+	double deadline = clock_mono() + ms / 1000.0;
 	char buf[4096];
 	ssize_t r;
 
 	*extra = 0;
-	while (now_s() < deadline) {
+	while (clock_mono() < deadline) {
 		if (wait_fd(fd, POLLIN, 200) < 0) {
 			if (errno == ETIMEDOUT)
 				continue;
@@ -223,48 +204,6 @@ static bool expect_close(int fd, int ms, size_t *extra)
 
 /* ---- handshake ------------------------------------------------------------------------------- */
 
-static void put16(unsigned char *p, uint16_t v)
-{
-	v = htobe16(v);
-	memcpy(p, &v, 2);
-}
-
-static void put32(unsigned char *p, uint32_t v)
-{
-	v = htobe32(v);
-	memcpy(p, &v, 4);
-}
-
-static void put64(unsigned char *p, uint64_t v)
-{
-	v = htobe64(v);
-	memcpy(p, &v, 8);
-}
-
-static uint16_t get16(const unsigned char *p)
-{
-	uint16_t v;
-
-	memcpy(&v, p, 2);
-	return be16toh(v);
-}
-
-static uint32_t get32(const unsigned char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, 4);
-	return be32toh(v);
-}
-
-static uint64_t get64(const unsigned char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, 8);
-	return be64toh(v);
-}
-
 /* Connects and reads the 18-byte greeting; -1 (with a FAIL line) if it is not fixed newstyle. */
 static int hs_greet(const struct opts *o)
 {
@@ -279,13 +218,13 @@ static int hs_greet(const struct opts *o)
 		check_fail("no 18-byte greeting from the server");
 		goto err;
 	}
-	if (get64(g) != NBD_MAGIC_INIT || get64(g + 8) != NBD_MAGIC_OPTS) {
+	if (be_get64(g) != NBD_MAGIC_INIT || be_get64(g + 8) != NBD_MAGIC_OPTS) {
 		check_fail("greeting magics %016" PRIx64 " %016" PRIx64 ", want NBDMAGIC IHAVEOPT",
-		           get64(g), get64(g + 8));
+		           be_get64(g), be_get64(g + 8));
 		goto err;
 	}
-	if (!(get16(g + 16) & NBD_FLAG_FIXED_NEWSTYLE)) {
-		check_fail("handshake flags 0x%x lack FIXED_NEWSTYLE", get16(g + 16));
+	if (!(be_get16(g + 16) & NBD_FLAG_FIXED_NEWSTYLE)) {
+		check_fail("handshake flags 0x%x lack FIXED_NEWSTYLE", be_get16(g + 16));
 		goto err;
 	}
 	return fd;
@@ -302,7 +241,7 @@ static int hs_open(const struct opts *o)
 
 	if (fd < 0)
 		return -1;
-	put32(f, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES);
+	be_put32(f, NBD_FLAG_C_FIXED_NEWSTYLE | NBD_FLAG_C_NO_ZEROES);
 	if (write_full(fd, f, sizeof(f)) != 0) {
 		check_fail("cannot send client flags");
 		close(fd);
@@ -316,9 +255,9 @@ static int opt_send_magic(int fd, uint64_t magic, uint32_t opt, const void *data
 	unsigned char h[NBD_OPT_HEADER_SIZE];
 	int r;
 
-	put64(h, magic);
-	put32(h + 8, opt);
-	put32(h + 12, len);
+	be_put64(h, magic);
+	be_put32(h + 8, opt);
+	be_put32(h + 12, len);
 	r = write_full(fd, h, sizeof(h));
 	if (r == 0 && len > 0)
 		r = write_full(fd, data, len);
@@ -347,14 +286,14 @@ static int opt_reply_read(int fd, struct opt_reply *rep)
 	r = read_full(fd, h, sizeof(h));
 	if (r != 0)
 		return r;
-	if (get64(h) != NBD_MAGIC_OPT_REPLY) {
-		check_fail("option reply magic %016" PRIx64 ", want %016" PRIx64, get64(h),
+	if (be_get64(h) != NBD_MAGIC_OPT_REPLY) {
+		check_fail("option reply magic %016" PRIx64 ", want %016" PRIx64, be_get64(h),
 		           (uint64_t)NBD_MAGIC_OPT_REPLY);
 		return -1;
 	}
-	rep->opt = get32(h + 8);
-	rep->type = get32(h + 12);
-	rep->len = get32(h + 16);
+	rep->opt = be_get32(h + 8);
+	rep->type = be_get32(h + 12);
+	rep->len = be_get32(h + 16);
 	keep = rep->len < sizeof(rep->data) ? rep->len : (uint32_t)sizeof(rep->data);
 	r = read_full(fd, rep->data, keep);
 	for (rest = rep->len - keep; r == 0 && rest > 0;) {
@@ -402,10 +341,10 @@ static long opt_go(struct conn *c, const char *name)
 	bool have_export = false;
 	int i;
 
-	put32(buf, nlen);
+	be_put32(buf, nlen);
 	memcpy(buf + 4, name, nlen);
-	put16(buf + 4 + nlen, 1);
-	put16(buf + 6 + nlen, NBD_INFO_BLOCK_SIZE);
+	be_put16(buf + 4 + nlen, 1);
+	be_put16(buf + 6 + nlen, NBD_INFO_BLOCK_SIZE);
 	if (opt_send(c->fd, NBD_OPT_GO, buf, nlen + 8) != 0)
 		return -1;
 	for (i = 0; i < 64; i++) {
@@ -416,9 +355,9 @@ static long opt_go(struct conn *c, const char *name)
 		if (rep.type == NBD_REP_ACK)
 			return have_export ? 0 : -1;
 		if (rep.type == NBD_REP_INFO && rep.len >= 12 &&
-		    get16(rep.data) == NBD_INFO_EXPORT) {
-			c->size = get64(rep.data + 2);
-			c->tflags = get16(rep.data + 10);
+		    be_get16(rep.data) == NBD_INFO_EXPORT) {
+			c->size = be_get64(rep.data + 2);
+			c->tflags = be_get16(rep.data + 10);
 			have_export = true;
 		}
 	}
@@ -453,12 +392,12 @@ static int req_send(struct conn *c, uint16_t flags, uint16_t type, uint64_t off,
 	unsigned char h[NBD_REQUEST_SIZE];
 	int r;
 
-	put32(h, NBD_MAGIC_REQUEST);
-	put16(h + 4, flags);
-	put16(h + 6, type);
-	put64(h + 8, ++c->cookie);
-	put64(h + 16, off);
-	put32(h + 24, len);
+	be_put32(h, NBD_MAGIC_REQUEST);
+	be_put16(h + 4, flags);
+	be_put16(h + 6, type);
+	be_put64(h + 8, ++c->cookie);
+	be_put64(h + 16, off);
+	be_put32(h + 24, len);
 	r = write_full(c->fd, h, sizeof(h));
 	if (r == 0 && plen > 0)
 		r = write_full(c->fd, payload, plen);
@@ -482,12 +421,12 @@ static long reply_read(struct conn *c, void *data, size_t dlen)
 		           r == 1 ? "connection closed" : "timeout or error", c->cookie);
 		return -1;
 	}
-	if (get32(h) != NBD_MAGIC_SIMPLE_REPLY || get64(h + 8) != c->cookie) {
+	if (be_get32(h) != NBD_MAGIC_SIMPLE_REPLY || be_get64(h + 8) != c->cookie) {
 		check_fail("reply magic 0x%x cookie %" PRIu64 ", want 0x%x cookie %" PRIu64,
-		           get32(h), get64(h + 8), NBD_MAGIC_SIMPLE_REPLY, c->cookie);
+		           be_get32(h), be_get64(h + 8), NBD_MAGIC_SIMPLE_REPLY, c->cookie);
 		return -1;
 	}
-	err = get32(h + 4);
+	err = be_get32(h + 4);
 	while (err == 0 && dlen > 0) {
 		size_t n = data ? dlen : (dlen < sizeof(sink) ? dlen : sizeof(sink));
 
@@ -689,9 +628,9 @@ static void case_unknown_export_msg(const struct opts *o)
 	fd = hs_open(o);
 	if (fd < 0)
 		return;
-	put32(buf, 7);
+	be_put32(buf, 7);
 	memcpy(buf + 4, "nothere", 7);
-	put16(buf + 11, 0);
+	be_put16(buf + 11, 0);
 	if (!opt_expect(fd, NBD_OPT_GO, buf, 13, NBD_REP_ERR_UNKNOWN, &rep))
 		goto out;
 	if (rep.len > 0)
@@ -714,10 +653,10 @@ static void case_meta_before_sr(const struct opts *o)
 	fd = hs_open(o);
 	if (fd < 0)
 		return;
-	put32(buf, nlen);
+	be_put32(buf, nlen);
 	memcpy(buf + 4, o->export, nlen);
-	put32(buf + 4 + nlen, 1);
-	put32(buf + 8 + nlen, qlen);
+	be_put32(buf + 4 + nlen, 1);
+	be_put32(buf + 8 + nlen, qlen);
 	memcpy(buf + 12 + nlen, q, qlen);
 	len = 12 + nlen + qlen;
 	if (opt_expect(fd, NBD_OPT_SET_META_CONTEXT, buf, len, NBD_REP_ERR_INVALID, &rep))
@@ -773,7 +712,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 {
 	static unsigned char zeros[256 * 1024];
 	struct pollfd p = {.fd = fd, .events = POLLOUT | POLLIN};
-	double idle_since = now_s();
+	double idle_since = clock_mono();
 	ssize_t r;
 
 	while (len > 0) {
@@ -787,7 +726,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 		if (p.revents & (POLLERR | POLLHUP))
 			return 1;
 		if (!(p.revents & POLLOUT)) {
-			if (now_s() - idle_since > 10)
+			if (clock_mono() - idle_since > 10)
 				return -1;
 			continue;
 		}
@@ -797,7 +736,7 @@ static int stream_zeros(int fd, uint64_t len, struct rss_watch *w, bool *reply_r
 			return 1;
 		if (r > 0) {
 			len -= (uint64_t)r;
-			idle_since = now_s();
+			idle_since = clock_mono();
 		}
 	}
 	return 0;
@@ -818,9 +757,9 @@ static void case_opt_too_big(const struct opts *o)
 	if (fd < 0)
 		return;
 	rss_start(&w, o->pid);
-	put64(h, NBD_MAGIC_OPTS);
-	put32(h + 8, NBD_OPT_GO);
-	put32(h + 12, len);
+	be_put64(h, NBD_MAGIC_OPTS);
+	be_put32(h + 8, NBD_OPT_GO);
+	be_put32(h + 12, len);
 	r = write_full(fd, h, sizeof(h));
 	if (r == 0)
 		r = stream_zeros(fd, len, &w, &reply_ready);
@@ -866,22 +805,22 @@ static void case_flood(const struct opts *o)
 	if (!conn_go(o, &c))
 		return;
 	rss_start(&w, o->pid);
-	t_start = idle_since = now_s();
+	t_start = idle_since = clock_mono();
 	t_end = t_start + 5;
 	/*
 	 * Unix sockets let a small send through now and then even when poll() says the buffer is
 	 * full, so "stopped reading" is judged by memory, and the sending is capped in time.
 	 */
-	while (sent < nreq && now_s() - idle_since < 2 && now_s() < t_end) {
+	while (sent < nreq && clock_mono() - idle_since < 2 && clock_mono() < t_end) {
 		ssize_t r;
 
 		if (done == 0) {
-			put32(h, NBD_MAGIC_REQUEST);
-			put16(h + 4, 0);
-			put16(h + 6, NBD_CMD_READ);
-			put64(h + 8, (uint64_t)sent + 1);
-			put64(h + 16, ((uint64_t)sent * MiB) % (c.size - MiB + 1) / 4096 * 4096);
-			put32(h + 24, MiB);
+			be_put32(h, NBD_MAGIC_REQUEST);
+			be_put16(h + 4, 0);
+			be_put16(h + 6, NBD_CMD_READ);
+			be_put64(h + 8, (uint64_t)sent + 1);
+			be_put64(h + 16, ((uint64_t)sent * MiB) % (c.size - MiB + 1) / 4096 * 4096);
+			be_put32(h + 24, MiB);
 		}
 		rss_sample(&w);
 		wait_fd(c.fd, POLLOUT, 100);
@@ -890,16 +829,16 @@ static void case_flood(const struct opts *o)
 			break;
 		if (r > 0) {
 			done += (size_t)r;
-			idle_since = now_s();
+			idle_since = clock_mono();
 			if (done == sizeof(h)) {
 				done = 0;
 				sent++;
 			}
 		}
 	}
-	t_end = now_s();
+	t_end = clock_mono();
 	/* Give the server time to (wrongly) keep reading and queueing. */
-	for (double t = now_s() + 3; now_s() < t; usleep(100 * 1000))
+	for (double t = clock_mono() + 3; clock_mono() < t; usleep(100 * 1000))
 		rss_sample(&w);
 	check_ok("%d of %d requests went into the socket in %.1f s", sent, nreq, t_end - t_start);
 	if (!server_alive(o->pid))
@@ -990,9 +929,9 @@ static void case_bad_request_magic(const struct opts *o)
 	cur_case = "bad-request-magic";
 	if (!conn_go(o, &c))
 		return;
-	put32(h, 0xdeadbeef);
-	put16(h + 6, NBD_CMD_READ);
-	put32(h + 24, 4096);
+	be_put32(h, 0xdeadbeef);
+	be_put16(h + 6, NBD_CMD_READ);
+	be_put32(h + 24, 4096);
 	write_full(c.fd, h, sizeof(h));
 	if (expect_close(c.fd, 5000, &extra))
 		check_ok("server closed the connection (%zu bytes sent before)", extra);

@@ -917,9 +917,9 @@ static const struct bad_case cluster_bad[] = {
                   KEYFILE "\tdeadtime 400ms\n"),
      11, 11, "deadtime 0.4s must be more than twice heartbeat-interval 0.2s"},
     {CLUSTER_PAIR("0.0.0.0:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
-     "heartbeat-address '0.0.0.0:7790' of node 'a' is not a specific IP address"},
+     "heartbeat-address '0.0.0.0:7790' of node 'a' is the wildcard address"},
     {CLUSTER_PAIR("alpha:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 20,
-     "is not a specific IP address"},
+     "heartbeat-address 'alpha:7790' of node 'a' has a host name"},
     {CLUSTER_PAIR("10.0.0.1:7790 10.0.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", KEYFILE), 3, 34,
      "heartbeat-address '10.0.0.1:7790' of node 'a' is listed twice"},
     {CLUSTER_PAIR("10.0.0.1:1 10.0.0.1:2 10.0.0.1:3 10.0.0.1:4 10.0.0.1:5 10.0.0.1:6 10.0.0.1:7 "

@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "ctl/control.h"
+#include "lib/usock.h"
 
 static int calls;
 
@@ -82,10 +82,8 @@ struct client_arg {
 static void *client_thread(void *p)
 {
 	struct client_arg *a = p;
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	strcpy(sa.sun_path, a->path);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
+	int fd = usock_connect(a->path);
+	if (fd >= 0) {
 		/* Two requests in one write: both must be answered, in order. */
 		const char *req =
 		    "{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":\"status\",\"arg\":2}\n";
@@ -101,8 +99,8 @@ static void *client_thread(void *p)
 			if (first && strchr(first + 1, '\n'))
 				break;
 		}
+		close(fd);
 	}
-	close(fd);
 	return NULL;
 }
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "ctl/control.h"
 #include "ctl/events.h"
 #include "lib/log.h"
+#include "lib/usock.h"
 
 START_TEST(format_table)
 {
@@ -142,11 +142,8 @@ static size_t drain(struct ev_loop *loop, int fd, char *buf, size_t cap)
 
 static int sub_connect(const char *path)
 {
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	int fd = usock_connect(path);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	const char *req = "{\"cmd\":\"events\"}\n";
 	ck_assert_int_eq(write(fd, req, strlen(req)), (ssize_t)strlen(req));
 	return fd;

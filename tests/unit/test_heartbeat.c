@@ -17,12 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cluster/cluster.h"
 #include "conf/config.h"
 #include "cluster/heartbeat.h"
+#include "lib/clock.h"
 
 static const char key_text[] = "correct horse battery staple 42";
 
@@ -225,14 +225,6 @@ END_TEST
 #define INTERVAL 0.2
 #define DEADTIME 1.0
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A loopback UDP port that was free a moment ago. */
 static uint16_t free_port(void)
 {
@@ -297,7 +289,7 @@ static void on_notify(void *arg)
 	if (n == 0 && W.phase == 1 && W.t_dead == 0) {
 		hb_snapshot(W.hb[0], &s);
 		if (!s.peer_alive)
-			W.t_dead = now_s();
+			W.t_dead = clock_mono();
 	}
 }
 
@@ -317,14 +309,14 @@ static void poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)w;
 	(void)revents;
 	if ((W.phase == 0 && both_alive()) || (W.phase == 1 && W.t_dead > 0) ||
-	    now_s() > W.deadline)
+	    clock_mono() > W.deadline)
 		ev_break(loop, EVBREAK_ALL);
 }
 
 static void run_until(struct ev_loop *loop, int phase, double max_s)
 {
 	W.phase = phase;
-	W.deadline = now_s() + max_s;
+	W.deadline = clock_mono() + max_s;
 	ev_timer_init(&W.poll, poll_cb, 0.01, 0.01);
 	ev_timer_start(loop, &W.poll);
 	ev_run(loop, 0);
@@ -342,15 +334,15 @@ START_TEST(loopback_alive_then_dead)
 
 	memset(&W, 0, sizeof(W));
 	pair_cfg(cfg, ports);
-	t0 = now_s();
+	t0 = clock_mono();
 	for (int n = 0; n < 2; n++) {
 		W.hb[n] = hb_start(&cfg[n], loop, on_notify, (void *)(intptr_t)n, err, sizeof(err));
 		ck_assert_msg(W.hb[n] != NULL, "%s", err);
 	}
 	hb_set_local(W.hb[1], CLUSTER_PRIMARY, CLUSTER_DISK_UPTODATE, HB_F_ELIGIBLE);
 	run_until(loop, 0, 3.0);
-	ck_assert_msg(both_alive(), "not alive on both paths after %.2fs", now_s() - t0);
-	ck_assert_msg(now_s() - t0 < 1.0, "alive only after %.2fs", now_s() - t0);
+	ck_assert_msg(both_alive(), "not alive on both paths after %.2fs", clock_mono() - t0);
+	ck_assert_msg(clock_mono() - t0 < 1.0, "alive only after %.2fs", clock_mono() - t0);
 	ck_assert(W.notified[0] > 0 && W.notified[1] > 0);
 	/* node 1's state reaches node 0 with the next heartbeat */
 	run_until(loop, 2, 2 * INTERVAL + 0.1);
@@ -365,7 +357,7 @@ START_TEST(loopback_alive_then_dead)
 	 * stop the heartbeats: the threads keep sending and receiving.
 	 */
 	uint64_t rx_before = s.paths[0].rx_ok;
-	for (double t = now_s(); now_s() - t < DEADTIME * 1.5;)
+	for (double t = clock_mono(); clock_mono() - t < DEADTIME * 1.5;)
 		;
 	hb_snapshot(W.hb[0], &s);
 	ck_assert_msg(s.peer_alive && s.paths[0].alive && s.paths[1].alive &&
@@ -375,7 +367,7 @@ START_TEST(loopback_alive_then_dead)
 
 	/* node 1 stops: node 0 must declare it dead deadtime after its last packet, not later */
 	hb_snapshot(W.hb[0], &s);
-	double t_stop = now_s();
+	double t_stop = clock_mono();
 	int64_t age = s.paths[0].last_heard_ms < s.paths[1].last_heard_ms
 	                  ? s.paths[0].last_heard_ms
 	                  : s.paths[1].last_heard_ms;

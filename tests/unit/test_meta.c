@@ -21,6 +21,26 @@
 static const uint8_t uuid1[16] = {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0,
                                   0x0f, 0xed, 0xcb, 0xa9, 0x87, 0x65, 0x43, 0x21};
 
+/* Metadata of node "alpha" with uuid1 and a random generation, never forced; 0 or -1 with errno
+ * (the sentence goes to stderr). */
+static int md_create(const char *path, bool internal, uint64_t backing_bytes, uint32_t block_size,
+                     struct meta_sb *out)
+{
+	struct meta_create_args a = {.internal = internal,
+	                             .backing_bytes = backing_bytes,
+	                             .bitmap_block_size = block_size,
+	                             .node = "alpha"};
+	char err[META_ERR_LEN];
+
+	memcpy(a.uuid, uuid1, sizeof(a.uuid));
+	if (meta_create_ex(path, &a, out, err, sizeof(err)) == 0)
+		return 0;
+	int e = errno;
+	fprintf(stderr, "%s\n", err);
+	errno = e;
+	return -1;
+}
+
 /*
  * One scratch directory for the suite, made and removed by an unchecked fixture (in the parent
  * process, so it goes away even when a test fails); one file name per test and process.
@@ -150,7 +170,7 @@ START_TEST(create_open_roundtrip)
 	char err[META_ERR_LEN];
 
 	/* 1 GiB at 4 KiB: 262144 bits = 32 KiB of bitmap. */
-	ck_assert_int_eq(meta_create(path, false, GiB, 0, uuid1, false, "alpha", &sb), 0);
+	ck_assert_int_eq(md_create(path, false, GiB, 0, &sb), 0);
 	ck_assert_uint_eq(file_bytes(path), META_BM_OFFSET + 32768);
 	ck_assert_uint_eq(meta_md_size(GiB, 4096), META_BM_OFFSET + 32768);
 	ck_assert_uint_eq(sb.size, GiB);
@@ -244,7 +264,7 @@ START_TEST(slot_alternation)
 	char err[META_ERR_LEN];
 	uint64_t sa, sbq;
 
-	ck_assert_int_eq(meta_create(path, false, 64 * MiB, 0, uuid1, false, "alpha", &sb), 0);
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, &sb), 0);
 	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
 	uint64_t seq0 = meta_sb(m)->seq;
 	int slot0 = meta_slot(m);
@@ -302,7 +322,7 @@ START_TEST(torn_write)
 	uint64_t seq_old, seq_new;
 	uint8_t b;
 
-	ck_assert_int_eq(meta_create(path, false, 64 * MiB, 0, uuid1, false, "alpha", NULL), 0);
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, NULL), 0);
 	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
 	struct meta_sb n = *meta_sb(m);
 	n.gen_current = 77;
@@ -382,7 +402,7 @@ START_TEST(bad_files)
 	ck_assert_msg(strstr(err, "lies beyond the end"), "message: %s", err);
 
 	/* A newer version, properly checksummed, in both slots. */
-	ck_assert_int_eq(meta_create(path, false, 64 * MiB, 0, uuid1, false, "alpha", NULL), 0);
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, NULL), 0);
 	for (int s = 0; s < 2; s++) {
 		uint32_t v = htole32(2), crc;
 
@@ -397,7 +417,7 @@ START_TEST(bad_files)
 
 	/* Size mismatch with the backing store, and a truncated bitmap area. */
 	ck_assert_int_eq(unlink(path), 0);
-	ck_assert_int_eq(meta_create(path, false, 64 * MiB, 0, uuid1, false, "alpha", NULL), 0);
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, NULL), 0);
 	ck_assert_int_eq(meta_open(path, false, 128 * MiB, &m, err, sizeof(err)), -1);
 	ck_assert_msg(strstr(err, "describes a volume of 67108864 bytes, but the backing store has "
 	                          "134217728 bytes"),
@@ -436,7 +456,7 @@ START_TEST(create_eexist)
 	ck_assert_int_eq(errno, EEXIST);
 	ck_assert_msg(strstr(err, "already holds hak metadata") && strstr(err, "--force"),
 	              "message: %s", err);
-	ck_assert_int_eq(meta_create(path, false, 64 * MiB, 0, uuid1, false, "alpha", NULL), -1);
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, NULL), -1);
 	ck_assert_int_eq(errno, EEXIST);
 	/* Still the old metadata. */
 	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
@@ -475,7 +495,7 @@ static uint64_t internal_file(const char *path, uint8_t mark[4096])
 	file_rw(path, mark, 4096, 0, true);
 	file_rw(path, mark, 4096, data - 4096, true);
 	file_rw(path, mark, 4096, data + 8192, true);
-	ck_assert_int_eq(meta_create(path, true, 0, 0, uuid1, false, "alpha", NULL), 0);
+	ck_assert_int_eq(md_create(path, true, 0, 0, NULL), 0);
 	ck_assert_uint_eq(file_bytes(path), INT_BACKING);
 	return data;
 }
@@ -586,7 +606,7 @@ START_TEST(bitmap_persist_dirty_pages)
 	struct meta *m;
 	char err[META_ERR_LEN];
 
-	ck_assert_int_eq(meta_create(path, false, data, 4096, uuid1, false, "alpha", NULL), 0);
+	ck_assert_int_eq(md_create(path, false, data, 4096, NULL), 0);
 	ck_assert_uint_eq(file_bytes(path), bmoff + 4 * BITMAP_PAGE_BYTES);
 	/* A marker in every bitmap page on disk: pages the flush does not write keep it. */
 	memset(mark, 0xa5, sizeof(mark));

@@ -19,6 +19,7 @@
 
 #include "cluster/heartbeat.h"
 #include "cluster/witness.h"
+#include "lib/clock.h"
 
 static const char key_text[] = "correct horse battery staple 42";
 
@@ -224,14 +225,6 @@ struct fake_witness {
 	unsigned answered;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void *fake_witness_run(void *arg)
 {
 	struct fake_witness *w = arg;
@@ -243,7 +236,7 @@ static void *fake_witness_run(void *arg)
 		struct wit_msg req, rep;
 		ssize_t n = recvfrom(w->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
 		if (n < 0 || wit_decode(buf, (size_t)n, &w->key, &req) != HB_OK ||
-		    wit_grant(&w->st, &req, now_ms(), 1000, &rep) == WIT_DROP)
+		    wit_grant(&w->st, &req, clock_mono_ms(), 1000, &rep) == WIT_DROP)
 			continue;
 		if (wit_encode(&rep, &w->key, buf) == 0 &&
 		    sendto(w->fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, fl) > 0)
