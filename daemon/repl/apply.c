@@ -85,7 +85,7 @@ static void apply_done(struct io_req *req);
 /* a->io cleared and aimed at a's range of the volume (op), completing in apply_done(). */
 static void apply_io_init(struct repl *r, struct apply *a, enum io_op op)
 {
-	io_req_prep(&a->io, op, volume_fd(r->p.vol), a->off, a->len, NULL, apply_done, a);
+	volume_io_prep(r->p.vol, &a->io, op, a->off, a->len, NULL, apply_done, a);
 }
 
 static void apply_done(struct io_req *req)
@@ -106,8 +106,7 @@ static void apply_done(struct io_req *req)
 	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
 		/* TRIM/ZERO with FUA: make it durable before the ack. */
 		a->stage = 1;
-		io_req_prep(&a->io, IO_OP_FDATASYNC, volume_fd(r->p.vol), 0, 0, NULL, apply_done,
-		            a);
+		volume_io_prep(r->p.vol, &a->io, IO_OP_FDATASYNC, 0, 0, NULL, apply_done, a);
 		io_submit(r->p.io, &a->io);
 		return;
 	}
@@ -316,7 +315,9 @@ static void conn_flushed(struct io_req *req)
 		then(r, err);
 }
 
-int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
+/* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
+ * asked is gone by then. 0, or -1 when out of memory. */
+static int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
 {
 	struct conn_flush *f = calloc(1, sizeof(*f));
 	if (!f)
@@ -324,7 +325,7 @@ int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
 	f->r = r;
 	f->conn = r->conn_seq;
 	f->then = then;
-	io_req_prep(&f->req, IO_OP_FDATASYNC, volume_fd(r->p.vol), 0, 0, NULL, conn_flushed, f);
+	volume_io_prep(r->p.vol, &f->req, IO_OP_FDATASYNC, 0, 0, NULL, conn_flushed, f);
 	io_submit(r->p.io, &f->req);
 	return 0;
 }

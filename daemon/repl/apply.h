@@ -14,9 +14,6 @@ void apply_init(struct repl *r);
 /* DATA, TRIM, ZERO or RS_DATA from the peer (payload owned by the callee from now on). */
 void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload);
 void apply_barrier(struct repl *r, uint64_t id);
-/* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
- * asked is gone by then. 0, or -1 when out of memory. */
-int apply_flush(struct repl *r, void (*then)(struct repl *r, int err));
 /* An application write or resync run overlapping [off, off+len) is applied or waits. */
 bool apply_overlaps(const struct repl *r, uint64_t off, uint64_t len);
 

@@ -197,8 +197,8 @@ static void hashes_frame(struct repl *r, const struct wire_hdr *h, const uint8_t
 	memcpy(op->hashes, hashes, n);
 	op->stage = 1;
 	rangelock_add(&r->rs_reading, &op->range, op->off, op->len);
-	io_req_prep(&op->io, IO_OP_READ, volume_fd(r->p.vol), op->off, op->len, op->buf,
-	            csum_read_done, op);
+	volume_io_prep(r->p.vol, &op->io, IO_OP_READ, op->off, op->len, op->buf, csum_read_done,
+	               op);
 	io_submit(r->p.io, &op->io);
 }
 

@@ -237,10 +237,8 @@ static void rserve_read_done(struct io_req *req)
 static void rserve_start(struct rserve *sv)
 {
 	struct repl *r = sv->r;
-	io_req_prep(&sv->io, IO_OP_READ, volume_fd(r->p.vol), sv->off, sv->len, sv->buf,
-	            rserve_read_done, sv);
-	if (volume_buffered(r->p.vol))
-		sv->io.flags |= IO_F_BUFFERED;
+	volume_io_prep(r->p.vol, &sv->io, IO_OP_READ, sv->off, sv->len, sv->buf, rserve_read_done,
+	               sv);
 	if (io_submit(r->p.io, &sv->io) < 0) {
 		sv->io.res = -EIO;
 		rserve_read_done(&sv->io);

@@ -194,10 +194,7 @@ void pull_read_reply(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	memcpy(op->buf, payload + WIRE_RREPLY_SIZE, op->len);
 	buf_put(payload, h->len);
 	op->writing = true;
-	io_req_prep(&op->io, IO_OP_WRITE, volume_fd(r->p.vol), op->off, op->len, op->buf,
-	            pull_written, op);
-	if (volume_buffered(r->p.vol))
-		op->io.flags |= IO_F_BUFFERED;
+	volume_io_prep(r->p.vol, &op->io, IO_OP_WRITE, op->off, op->len, op->buf, pull_written, op);
 	if (io_submit(r->p.io, &op->io) < 0) {
 		op->io.res = -EIO;
 		pull_written(&op->io);

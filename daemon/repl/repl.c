@@ -20,6 +20,7 @@
 #include "ctl/events.h"
 #include "diskless.h"
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/crc32c.h"
 #include "lib/endian.h"
 #include "lib/log.h"
@@ -50,7 +51,6 @@ static const char *const disk_names[] = {"UpToDate", "Outdated", "Inconsistent",
                                          "Failed"};
 static const char *const link_names[] = {"StandAlone", "Connecting", "Connected", "SyncSource",
                                          "SyncTarget"};
-static const char *const mode_names[] = {"sync", "memsync", "async"};
 
 const char *repl_role_name(enum repl_role x)
 {
@@ -78,13 +78,6 @@ void repl_log(const struct repl *r, int level, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	log_vol((enum log_level)level, r->name, role_names[r->role], "%s", msg);
-}
-
-static uint64_t wall_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 static uint64_t fresh_gen(void)
@@ -414,7 +407,8 @@ static int hello_check(struct repl *r, const struct wire_hello *h, char *why, si
 		         r->sb.bitmap_block_size, h->block_size);
 	else if (h->mode != r->mode)
 		snprintf(why, len, "the replication modes differ (local=%s, remote=%s)",
-		         mode_names[r->mode], h->mode <= 2 ? mode_names[h->mode] : "?");
+		         config_mode_name((enum hak_repl_mode)r->mode),
+		         config_mode_name((enum hak_repl_mode)h->mode));
 	else
 		return 0;
 	return -1;
@@ -868,7 +862,7 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 		         disk_names[r->disk]);
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;
-	r->promoted_ms = wall_ms();
+	r->promoted_ms = clock_wall_ms();
 	set_role(r, ROLE_PRIMARY);
 	if (repl_write_sb(r) < 0) {
 		set_role(r, ROLE_SECONDARY);
@@ -1019,8 +1013,8 @@ json_t *repl_status_json(const struct repl *r)
 	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:f, s:b, s:s?, s:b, s:I, "
 	    "s:I}",
 	    "role", role_names[r->role], "disk", disk_names[r->disk], "link", link_names[r->link],
-	    "mode", mode_names[r->mode], "peer", r->p.peer->name, "peer_role",
-	    r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
+	    "mode", config_mode_name((enum hak_repl_mode)r->mode), "peer", r->p.peer->name,
+	    "peer_role", r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
 	    r->connected ? disk_names[r->peer_disk] : NULL, "out_of_sync_bytes", (json_int_t)oos,
 	    "in_flight_writes", (int)r->pend_count, "ack_latency_ms",
 	    ship_ack_latency(r, false) * 1000.0, "ack_latency_max_ms",
@@ -1203,7 +1197,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	repl_log(r, LOG_LVL_INFO,
 	         "Replicating to %s (%s) in %s mode; disk %s, %llu bytes out of "
 	         "sync; %s.",
-	         p->peer->name, p->peer->address, mode_names[r->mode], disk_names[r->disk],
+	         p->peer->name, p->peer->address, config_mode_name((enum hak_repl_mode)r->mode),
+	         disk_names[r->disk],
 	         (unsigned long long)bitmap_count(r->bm) * r->sb.bitmap_block_size,
 	         r->initiator ? "this node connects" : "this node accepts");
 	volume_set_repl(p->vol, &repl_door, r);

@@ -31,6 +31,8 @@
 #include "ship.h"
 #include "volume/volume.h"
 
+static void resync_send_pause(struct repl *r);
+
 static void rs_free(struct rs_op *op)
 {
 	if (op->buf)
@@ -339,8 +341,7 @@ static int rs_read(struct repl *r, struct rs_op *op)
 		repl_drop_connection(r, "out of memory for a resync read");
 		return -1;
 	}
-	io_req_prep(&op->io, IO_OP_READ, volume_fd(r->p.vol), op->off, op->len, op->buf, rs_io_done,
-	            op);
+	volume_io_prep(r->p.vol, &op->io, IO_OP_READ, op->off, op->len, op->buf, rs_io_done, op);
 	io_submit(r->p.io, &op->io);
 	return 0;
 }
@@ -468,9 +469,9 @@ void resync_pump(struct repl *r)
 			continue;
 		}
 		uint64_t size = volume_size(r->p.vol);
-		io_req_prep(&op->io, IO_OP_SEEKMAP, volume_fd(r->p.vol), off,
-		            size - off > RS_SCAN_AHEAD ? RS_SCAN_AHEAD : size - off, NULL,
-		            rs_io_done, op);
+		volume_io_prep(r->p.vol, &op->io, IO_OP_SEEKMAP, off,
+		               size - off > RS_SCAN_AHEAD ? RS_SCAN_AHEAD : size - off, NULL,
+		               rs_io_done, op);
 		op->io.map = op->map;
 		op->io.map_max = 1;
 		io_submit(r->p.io, &op->io);
@@ -542,7 +543,8 @@ void resync_stop(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->rs_timer);
 }
 
-void resync_send_pause(struct repl *r)
+/* Tell the peer whether this node holds resyncs paused. */
+static void resync_send_pause(struct repl *r)
 {
 	uint8_t b[WIRE_ID_SIZE] = {r->rsctl.paused_local ? 1 : 0};
 	if (r->connected && r->meta_s)

@@ -31,8 +31,6 @@ void resync_free_op(struct rs_op *op);
 bool resync_overlaps_write(const struct repl *r, uint64_t off, uint64_t len);
 /* The peer paused (true) or resumed its resyncs (WIRE_RS_PAUSE). */
 void resync_peer_pause(struct repl *r, bool paused);
-/* Tell the peer whether this node holds resyncs paused. */
-void resync_send_pause(struct repl *r);
 /* hakctl pause-sync / resume-sync: hold (pause) or release resyncs on this node; the peer is
  * told, so either side may ask. 0, or -1 with a sentence in err. */
 int resync_pause(struct repl *r, bool pause, char *err, size_t errlen);

@@ -223,8 +223,8 @@ static void run_read(struct vrun *run)
 		return;
 	}
 	run->stage = RUN_READING;
-	io_req_prep(&run->io, IO_OP_READ, volume_fd(r->p.vol), run->off, run->len, run->buf,
-	            run_read_done, run);
+	volume_io_prep(r->p.vol, &run->io, IO_OP_READ, run->off, run->len, run->buf, run_read_done,
+	               run);
 	io_submit(r->p.io, &run->io);
 }
 
@@ -417,8 +417,8 @@ static void hreq_read(struct hreq *q)
 	if (!q->buf)
 		return; /* retried by the next pump */
 	q->reading = true;
-	io_req_prep(&q->io, IO_OP_READ, volume_fd(r->p.vol), q->run.off, q->run.len, q->buf,
-	            hreq_read_done, q);
+	volume_io_prep(r->p.vol, &q->io, IO_OP_READ, q->run.off, q->run.len, q->buf, hreq_read_done,
+	               q);
 	io_submit(r->p.io, &q->io);
 }
 

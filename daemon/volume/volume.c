@@ -217,12 +217,10 @@ static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t 
                       unsigned flags)
 {
 	struct io_req *r = &vio->io;
-	io_req_prep(r, op, vio->vol->fd, off, len, buf, vol_io_done, vio);
-	r->flags = flags;
+	volume_io_prep(vio->vol, r, op, off, len, buf, vol_io_done, vio);
+	r->flags |= flags;
 	r->map = vio->map;
 	r->map_max = vio->map_max;
-	if (!vio->vol->cfg->direct_io)
-		r->flags |= IO_F_BUFFERED;
 	if (io_submit(vio->vol->io, r) < 0) {
 		/* io_submit only fails on a programming error (bad op); report it as EIO. */
 		log_vol(LOG_LVL_ERR, vio->vol->cfg->name, NULL,
@@ -430,9 +428,12 @@ void volume_set_repl(struct volume *vol, const struct vol_repl_ops *ops, void *c
 	vol->repl_ctx = ctx;
 }
 
-int volume_fd(const struct volume *vol)
+void volume_io_prep(const struct volume *vol, struct io_req *req, enum io_op op, uint64_t off,
+                    uint64_t len, void *buf, void (*done)(struct io_req *req), void *data)
 {
-	return vol->fd;
+	io_req_prep(req, op, vol->fd, off, len, buf, done, data);
+	if (!vol->cfg->direct_io)
+		req->flags |= IO_F_BUFFERED;
 }
 
 int volume_bulk_fd(const struct volume *vol)
@@ -464,11 +465,6 @@ const char *volume_name(const struct volume *vol)
 uint64_t volume_size(const struct volume *vol)
 {
 	return vol->size;
-}
-
-bool volume_buffered(const struct volume *vol)
-{
-	return !vol->cfg->direct_io;
 }
 
 const struct hak_volume_cfg *volume_cfg(const struct volume *vol)

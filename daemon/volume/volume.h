@@ -113,7 +113,10 @@ int volume_close(struct volume *vol);
 int volume_submit(struct volume *vol, struct vol_io *vio);
 
 void volume_set_repl(struct volume *vol, const struct vol_repl_ops *ops, void *ctx);
-int volume_fd(const struct volume *vol);
+/* Clear req and aim it at the backing store (io_req_prep on its descriptor, buffered when the
+ * store is not opened O_DIRECT): replication's own reads, writes and flushes of the volume. */
+void volume_io_prep(const struct volume *vol, struct io_req *req, enum io_op op, uint64_t off,
+                    uint64_t len, void *buf, void (*done)(struct io_req *req), void *data);
 /* The O_DIRECT twin of a buffered volume's descriptor, for large aligned writes (4 KiB-aligned
  * offset, length and buffer); -1 on a direct-io volume (its own fd is direct) or when there is
  * none. */
@@ -122,8 +125,6 @@ int volume_bulk_fd(const struct volume *vol);
 void volume_bulk_refused(struct volume *vol, int err);
 /* Limit the exported size (internal metadata occupies the tail of the backing store). */
 void volume_set_size(struct volume *vol, uint64_t size);
-/* Whether the backing store is opened buffered (not O_DIRECT): I/O requests say so. */
-bool volume_buffered(const struct volume *vol);
 
 /*
  * Disk failure (on-io-error detach). volume_detach stops local I/O (every request goes through
