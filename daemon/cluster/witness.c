@@ -43,8 +43,7 @@ static const struct hb_frame wit_frame = {WIT_MAGIC, WIT_VERSION, WIT_PKT_SIZE, 
 int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
 {
 	buf[5] = m->type;
-	buf[6] = (uint8_t)(m->flags >> 8);
-	buf[7] = (uint8_t)m->flags;
+	be_put16(buf + 6, m->flags);
 	be_put32(buf + 8, m->cluster_id);
 	be_put32(buf + 12, m->node_id);
 	be_put64(buf + 16, m->incarnation);
@@ -62,7 +61,7 @@ enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *
 
 	if (v != HB_OK)
 		return v;
-	flags = (uint16_t)(buf[6] << 8 | buf[7]);
+	flags = be_get16(buf + 6);
 	if ((buf[5] != WIT_REQUEST && buf[5] != WIT_REPLY) || (flags & ~WIT_F_ALL) ||
 	    be_get32(buf + 12) < 1 || be_get32(buf + 12) > 2 || be_get32(buf + 32) > 2)
 		return HB_BAD_FIELD;

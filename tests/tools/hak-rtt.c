@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "lib/clock.h"
+#include "lib/endian.h"
 
 #define HDR_SIZE  8u
 #define ACK_SIZE  24u
@@ -131,8 +132,7 @@ static int serve(const char *port, const char *path)
 		goto out;
 	}
 	while ((r = read_full(c, hdr, HDR_SIZE)) == 1) {
-		uint32_t len = (uint32_t)hdr[0] << 24 | (uint32_t)hdr[1] << 16 |
-		               (uint32_t)hdr[2] << 8 | hdr[3];
+		uint32_t len = be_get32(hdr);
 		if (len > MAX_SIZE) {
 			fprintf(stderr, "hak-rtt: the client sent a %u-byte frame (at most %u).\n",
 			        len, MAX_SIZE);
@@ -207,10 +207,7 @@ static int ping(const char *host, const char *port, unsigned size, unsigned coun
 	s = connect_retry(host, port);
 	if (s < 0 || sock_opts(s) < 0)
 		goto out;
-	frame[0] = (uint8_t)(size >> 24);
-	frame[1] = (uint8_t)(size >> 16);
-	frame[2] = (uint8_t)(size >> 8);
-	frame[3] = (uint8_t)size;
+	be_put32(frame, (uint32_t)size);
 	for (size_t i = HDR_SIZE; i < HDR_SIZE + size; i++)
 		frame[i] = (uint8_t)(i * 131);
 	for (unsigned i = 0; i < count; i++) {
