@@ -212,10 +212,10 @@ static uint16_t icmp6_checksum(const uint8_t *ip6, const uint8_t *icmp, size_t l
 	uint32_t sum = 0;
 
 	for (size_t i = 8; i < 40; i += 2) /* source and destination */
-		sum += (uint32_t)ip6[i] << 8 | ip6[i + 1];
+		sum += be_get16(ip6 + i);
 	sum += (uint32_t)len + 58; /* upper-layer length and next header */
 	for (size_t i = 0; i + 1 < len; i += 2)
-		sum += (uint32_t)icmp[i] << 8 | icmp[i + 1];
+		sum += be_get16(icmp + i);
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
 	return (uint16_t)~sum;
