@@ -74,34 +74,43 @@ START_TEST(data_written_and_acked)
 }
 END_TEST
 
-/* Overlapping writes apply in arrival order (a later one waits for the earlier, and a waiter
- * behind a waiter keeps its place); non-overlapping ones go at once. */
+/* Overlapping writes apply in arrival order (a later one waits for the earlier, a waiter behind
+ * a waiter keeps its place, and one that overlaps only a waiter waits too); non-overlapping
+ * ones go at once. */
 START_TEST(overlapping_in_arrival_order)
 {
 	struct replfix *f = rf_open(NULL);
 	rf_connect_secondary(f);
-	uint8_t a[4 * K4], b[K4], c[K4], d[K4];
+	uint8_t a[4 * K4], b[K4], c[K4], d[K4], x[2 * K4], y[2 * K4], z[K4];
 	rf_pattern(a, sizeof(a), 11);
 	rf_pattern(b, sizeof(b), 12);
 	rf_pattern(c, sizeof(c), 13);
 	rf_pattern(d, sizeof(d), 14);
+	rf_pattern(x, sizeof(x), 15);
+	rf_pattern(y, sizeof(y), 16);
+	rf_pattern(z, sizeof(z), 17);
 
 	uint64_t sub0 = io_submitted(f);
 	rf_inject_io(f, WIRE_DATA, 0, 1, 0, sizeof(a), a);
 	rf_inject_io(f, WIRE_DATA, 0, 2, K4, sizeof(b), b);
 	rf_inject_io(f, WIRE_DATA, 0, 3, 16 * K4, sizeof(c), c);
 	rf_inject_io(f, WIRE_DATA, 0, 4, K4, sizeof(d), d);
-	ck_assert_uint_eq(f->r->apply_count, 4);
-	/* 1 and 3 are being written, 2 and 4 wait (in that order) */
-	ck_assert_uint_eq(io_submitted(f) - sub0, 2);
-	ck_assert_uint_eq(f->r->applying.count, 2);
-	ck_assert_uint_eq(f->r->apply_waiting.count, 2);
+	/* 6 overlaps 5; 7 overlaps only 6, which waits */
+	rf_inject_io(f, WIRE_DATA, 0, 5, 24 * K4, sizeof(x), x);
+	rf_inject_io(f, WIRE_DATA, 0, 6, 25 * K4, sizeof(y), y);
+	rf_inject_io(f, WIRE_DATA, 0, 7, 26 * K4, sizeof(z), z);
+	ck_assert_uint_eq(f->r->apply_count, 7);
+	/* 1, 3 and 5 are being written, 2, 4, 6 and 7 wait (in that order) */
+	ck_assert_uint_eq(io_submitted(f) - sub0, 3);
+	ck_assert_uint_eq(f->r->applying.count, 3);
+	ck_assert_uint_eq(f->r->apply_waiting.count, 4);
+	static const uint64_t waiting[] = {2, 4, 6, 7};
 	struct range *w = f->r->apply_waiting.head;
-	ck_assert_uint_eq(range_entry(w, struct apply, range)->id, 2);
-	ck_assert_uint_eq(range_entry(w->next, struct apply, range)->id, 4);
+	for (int i = 0; i < 4; i++, w = w->next)
+		ck_assert_uint_eq(range_entry(w, struct apply, range)->id, waiting[i]);
 
-	rf_until(f, rf_count(&f->meta, WIRE_WRITE_ACK) == 4);
-	for (uint64_t id = 1; id <= 4; id++)
+	rf_until(f, rf_count(&f->meta, WIRE_WRITE_ACK) == 7);
+	for (uint64_t id = 1; id <= 7; id++)
 		check_write_ack(f, id);
 	size_t p1 = rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 1));
 	size_t p2 = rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 2));
@@ -115,6 +124,13 @@ START_TEST(overlapping_in_arrival_order)
 	ck_assert_int_eq(memcmp(got + K4, d, K4), 0); /* the last one to arrive */
 	ck_assert_int_eq(memcmp(got + 2 * K4, a + 2 * K4, 2 * K4), 0);
 	ck_assert(rf_disk_is(f, 16 * K4, K4, 13));
+	uint8_t got2[3 * K4];
+	rf_disk_read(f, 24 * K4, got2, sizeof(got2));
+	ck_assert_int_eq(memcmp(got2, x, K4), 0);
+	ck_assert_int_eq(memcmp(got2 + K4, y, K4), 0);
+	ck_assert_int_eq(memcmp(got2 + 2 * K4, z, K4), 0); /* 7 after 6 */
+	ck_assert_uint_lt(rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 6)),
+	                  rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 7)));
 	ck_assert(rangelock_empty(&f->r->applying));
 	ck_assert(rangelock_empty(&f->r->apply_waiting));
 }
