@@ -21,7 +21,6 @@ static struct replfix fix;
 /* struct hak_node_cfg has char * fields */
 static char self_name[] = RF_SELF, self_addr[] = RF_SELF_ADDR;
 static char peer_name[] = RF_PEER, peer_addr[] = RF_PEER_ADDR;
-static bool atexit_done;
 
 static double now_s(void)
 {
@@ -31,15 +30,41 @@ static double now_s(void)
 }
 
 /* ---- log capture ----------------------------------------------------------------------------
- * log.c writes to the stdio stream stderr; glibc lets a program point it elsewhere. Sanitizer
- * reports go to file descriptor 2 and stay visible. */
+ * log.c writes to the stdio stream stderr; glibc lets a program point it elsewhere: to a stream
+ * that keeps a copy for rf_log_has() and passes every byte on to file descriptor 2 at once, so
+ * the log of a test that fails (Check ends it with _exit) is not lost. */
+
+static ssize_t log_write(void *cookie, const char *buf, size_t n)
+{
+	struct replfix *f = cookie;
+	if (f->log_len + n + 1 > f->log_cap) {
+		size_t cap = f->log_cap ? f->log_cap : 4096;
+		while (cap < f->log_len + n + 1)
+			cap *= 2;
+		char *b = realloc(f->log_buf, cap);
+		if (!b)
+			abort();
+		f->log_buf = b;
+		f->log_cap = cap;
+	}
+	memcpy(f->log_buf + f->log_len, buf, n);
+	f->log_len += n;
+	f->log_buf[f->log_len] = '\0';
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(STDERR_FILENO, buf + done, n - done);
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	return (ssize_t)n;
+}
 
 static void log_start(struct replfix *f)
 {
-	f->log_buf = NULL;
-	f->log_len = 0;
-	f->log = open_memstream(&f->log_buf, &f->log_len);
+	cookie_io_functions_t io = {.write = log_write};
+	f->log = fopencookie(f, "w", io);
 	ck_assert_ptr_nonnull(f->log);
+	setvbuf(f->log, NULL, _IONBF, 0);
 	f->real_stderr = stderr;
 	stderr = f->log;
 }
@@ -51,17 +76,9 @@ static void log_stop(struct replfix *f)
 	stderr = f->real_stderr;
 	fclose(f->log);
 	f->log = NULL;
-	if (f->log_len)
-		fwrite(f->log_buf, 1, f->log_len, stderr);
 	free(f->log_buf);
 	f->log_buf = NULL;
-	f->log_len = 0;
-}
-
-/* A failed assertion exits the forked test: its log must still be seen. */
-static void rf_atexit(void)
-{
-	log_stop(&fix);
+	f->log_len = f->log_cap = 0;
 }
 
 bool rf_log_has(struct replfix *f, const char *needle)
@@ -82,20 +99,19 @@ struct replfix *rf_open(const struct rf_opts *o)
 		o = &none;
 	ck_assert_msg(!f->open, "one fixture at a time");
 	memset(f, 0, sizeof(*f));
-	if (!atexit_done) {
-		atexit(rf_atexit);
-		atexit_done = true;
-	}
 	log_start(f);
 
 	/* The backing store: the data, then the internal metadata. */
 	uint64_t md = meta_md_size(RF_SIZE, RF_BLOCK);
 	ck_assert_uint_gt(md, 0);
-	snprintf(f->path, sizeof(f->path), "/var/tmp/hak-test-repl-XXXXXX");
-	int fd = mkstemp(f->path);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, (off_t)(RF_SIZE + md)), 0);
-	close(fd);
+	/* Unlinked at once and reached as /proc/self/fd/N: nothing stays behind, even when a test
+	 * ends in the middle (Check's _exit on a failed assertion, a sanitizer's abort). */
+	char tmpl[] = "/var/tmp/hak-test-repl-XXXXXX";
+	f->fd = mkstemp(tmpl);
+	ck_assert_int_ge(f->fd, 0);
+	unlink(tmpl);
+	snprintf(f->path, sizeof(f->path), "/proc/self/fd/%d", f->fd);
+	ck_assert_int_eq(ftruncate(f->fd, (off_t)(RF_SIZE + md)), 0);
 	ck_assert_uint_eq(meta_data_size(RF_SIZE + md, RF_BLOCK, true), RF_SIZE);
 
 	/* Both copies start blank, in sync, with one generation. */
@@ -173,7 +189,7 @@ void rf_close(void)
 	}
 	config_free(f->cfg);
 	ev_loop_destroy(f->loop);
-	unlink(f->path);
+	close(f->fd);
 	buf_trim();
 	log_stop(f);
 }
@@ -502,10 +518,7 @@ struct rf_req *rf_submit(struct replfix *f, enum vol_op op, uint64_t off, uint64
 
 void rf_disk_read(const struct replfix *f, uint64_t off, void *buf, size_t len)
 {
-	int fd = open(f->path, O_RDONLY);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
-	close(fd);
+	ck_assert_int_eq(pread(f->fd, buf, len, (off_t)off), (ssize_t)len);
 }
 
 void rf_disk_write(const struct replfix *f, uint64_t off, size_t len, unsigned seed)
@@ -513,10 +526,7 @@ void rf_disk_write(const struct replfix *f, uint64_t off, size_t len, unsigned s
 	uint8_t *b = malloc(len);
 	ck_assert_ptr_nonnull(b);
 	rf_pattern(b, len, seed);
-	int fd = open(f->path, O_WRONLY);
-	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pwrite(fd, b, len, (off_t)off), (ssize_t)len);
-	close(fd);
+	ck_assert_int_eq(pwrite(f->fd, b, len, (off_t)off), (ssize_t)len);
 	free(b);
 }
 

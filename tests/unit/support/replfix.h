@@ -66,15 +66,16 @@ struct replfix {
 	struct hak_node_cfg self, peer;
 	struct volume *vol;
 	struct repl *r;
-	char path[64];
-	uint64_t gen; /* the blank generation both copies started with */
+	char path[64]; /* /proc/self/fd/N of the (unlinked) backing file */
+	uint64_t gen;  /* the blank generation both copies started with */
 	/* hakd's two streams as the peer sees them (recorded frames) */
 	struct memwire data, meta;
 	struct rf_req *reqs;
 	/* log capture */
 	FILE *real_stderr, *log;
 	char *log_buf;
-	size_t log_len;
+	size_t log_len, log_cap;
+	int fd; /* the backing file, for the test's own reads and writes */
 };
 
 /* A node of a fresh, blank volume (generation f->gen, UpToDate, empty bitmap), not connected. */
