@@ -187,6 +187,7 @@ void rf_close(void)
 		free(q->buf);
 		free(q);
 	}
+	free(f->acked);
 	config_free(f->cfg);
 	ev_loop_destroy(f->loop);
 	close(f->fd);
@@ -298,11 +299,84 @@ void rf_connect_secondary(struct replfix *f)
 
 /* ---- stepping -------------------------------------------------------------------------------- */
 
+/* ---- invariants ------------------------------------------------------------------------------ */
+
+static bool acked(const struct replfix *f, uint64_t id)
+{
+	for (size_t i = 0; i < f->n_acked; i++)
+		if (f->acked[i] == id)
+			return true;
+	return false;
+}
+
+/* The transfer log holds [off, off+len) within one of its entries. */
+static bool in_tlog(const struct repl *r, uint64_t off, uint64_t len)
+{
+	for (uint64_t s = r->tl.tail; s < r->tl.head; s++) {
+		const struct tlog_range *e = &r->tl.ring[s & (r->tl.cap - 1)];
+		if (e->off <= off && off + len <= e->off + e->len)
+			return true;
+	}
+	return false;
+}
+
+void rf_invariants(struct replfix *f)
+{
+	struct repl *r = f->r;
+	if (!f->open)
+		return;
+	/* The pend table: pend_count used slots, each at its id's place, its request sent. */
+	unsigned used = 0;
+	for (unsigned i = 0; i < PEND_SLOTS; i++) {
+		const struct pend *p = &r->pend[i];
+		if (!p->used)
+			continue;
+		used++;
+		ck_assert_uint_eq(p->id % PEND_SLOTS, i);
+		ck_assert(!p->write_acked);
+		if (p->vio) {
+			ck_assert_uint_eq(p->vio->rid, p->id);
+			ck_assert(!(p->vio->rq & RQ_DONE));
+		}
+	}
+	ck_assert_uint_eq(used, r->pend_count);
+	/* ship.c: a block the peer may not have is in flight with an ack to come, or in the
+	 * bitmap; once acknowledged, until a barrier after it is, in the transfer log or in the
+	 * bitmap. As the scripted peer knows it: the test's acks (status 0) and barrier acks. */
+	for (const struct rf_req *q = f->reqs; q; q = q->next) {
+		const struct vol_io *v = &q->vio;
+		if (v->op != VOL_WRITE && v->op != VOL_TRIM && v->op != VOL_ZERO)
+			continue;
+		if (v->rid == 0 || v->rid == UINT64_MAX || (v->flags & VOL_F_FUA))
+			continue; /* never sent (held, or the peer was away: rf_bits says) */
+		if (!acked(f, v->rid)) {
+			const struct pend *p = &r->pend[v->rid % PEND_SLOTS];
+			ck_assert_msg((p->used && p->id == v->rid) ||
+			                  rf_bits(f, v->off, v->len, true),
+			              "write %llu at %llu is neither in flight nor in the bitmap",
+			              (unsigned long long)v->rid, (unsigned long long)v->off);
+		} else if (v->rid > f->barrier_acked) {
+			ck_assert_msg(in_tlog(r, v->off, v->len) ||
+			                  rf_bits(f, v->off, v->len, true),
+			              "write %llu at %llu, acknowledged, not stable, is neither in "
+			              "the transfer log nor in the bitmap",
+			              (unsigned long long)v->rid, (unsigned long long)v->off);
+		}
+	}
+	/* apply.c: every received write holds its payload while being applied or waiting. */
+	ck_assert_uint_eq(r->apply_count, r->applying.count + r->apply_waiting.count);
+	for (unsigned i = 0; i < r->nbarriers; i++)
+		ck_assert_uint_le(r->barriers[i].pending, r->apply_count);
+	if (r->data && f->data.s == r->data)
+		ck_assert(f->data.paused == r->data_paused);
+}
+
 void rf_step(struct replfix *f)
 {
 	ev_run(f->loop, EVRUN_NOWAIT);
 	memwire_flush(&f->data);
 	memwire_flush(&f->meta);
+	rf_invariants(f);
 	usleep(100);
 }
 
@@ -428,6 +502,7 @@ static void inject_io(struct replfix *f, uint16_t type, uint16_t flags, uint64_t
 	int rc = memwire_inject(&f->data, type, flags, p, plen);
 	free(p);
 	ck_assert_int_eq(rc, 0);
+	rf_invariants(f);
 }
 
 void rf_inject_io(struct replfix *f, uint16_t type, uint16_t flags, uint64_t id, uint64_t off,
@@ -445,9 +520,11 @@ void rf_inject_io_crc(struct replfix *f, uint16_t flags, uint64_t id, uint64_t o
 void rf_inject_id(struct replfix *f, struct memwire *w, uint16_t type, uint64_t id)
 {
 	uint8_t b[WIRE_ID_SIZE];
-	(void)f;
 	wire_put_id(b, id);
+	if (type == WIRE_BARRIER_ACK && id > f->barrier_acked)
+		f->barrier_acked = id;
 	ck_assert_int_eq(memwire_inject(w, type, 0, b, sizeof(b)), 0);
+	rf_invariants(f);
 }
 
 void rf_inject_ack(struct replfix *f, uint16_t type, uint64_t id, uint32_t status)
@@ -455,7 +532,16 @@ void rf_inject_ack(struct replfix *f, uint16_t type, uint64_t id, uint32_t statu
 	uint8_t b[WIRE_ACK_SIZE];
 	wire_put_id(b, id);
 	be_put32(b + WIRE_ID_SIZE, status);
+	if (type == WIRE_WRITE_ACK && status == 0) {
+		if (f->n_acked == f->cap_acked) {
+			f->cap_acked = f->cap_acked ? 2 * f->cap_acked : 64;
+			f->acked = realloc(f->acked, f->cap_acked * sizeof(*f->acked));
+			ck_assert_ptr_nonnull(f->acked);
+		}
+		f->acked[f->n_acked++] = id;
+	}
 	ck_assert_int_eq(memwire_inject(&f->meta, type, 0, b, sizeof(b)), 0);
+	rf_invariants(f);
 }
 
 void rf_inject_bitmap(struct replfix *f, uint64_t first_word, const uint64_t *words, size_t n)
@@ -471,6 +557,7 @@ void rf_inject_bitmap(struct replfix *f, uint64_t first_word, const uint64_t *wo
 	int rc = memwire_inject(&f->data, WIRE_BITMAP, 0, b, (uint32_t)len);
 	free(b);
 	ck_assert_int_eq(rc, 0);
+	rf_invariants(f);
 }
 
 /* ---- requests -------------------------------------------------------------------------------- */
@@ -511,6 +598,7 @@ struct rf_req *rf_submit(struct replfix *f, enum vol_op op, uint64_t off, uint64
 	q->vio.data = q;
 	ck_assert_int_eq(volume_submit(f->vol, &q->vio), 0);
 	ck_assert_int_eq(q->answers, 0); /* never answered inside the submit */
+	rf_invariants(f);
 	return q;
 }
 

@@ -71,6 +71,10 @@ struct replfix {
 	/* hakd's two streams as the peer sees them (recorded frames) */
 	struct memwire data, meta;
 	struct rf_req *reqs;
+	/* what the scripted peer acknowledged: WRITE_ACKs with status 0, the highest BARRIER_ACK */
+	uint64_t *acked;
+	size_t n_acked, cap_acked;
+	uint64_t barrier_acked;
 	/* log capture */
 	FILE *real_stderr, *log;
 	char *log_buf;
@@ -93,6 +97,12 @@ void rf_connect(struct replfix *f, const struct wire_hello *h);
 void rf_connect_primary(struct replfix *f);
 void rf_connect_secondary(struct replfix *f);
 
+/* The invariants of the send and apply sides, asserted (after every step, injection and
+ * submission): the pend table matches pend_count; a write the peer has not acknowledged is in a
+ * pend slot or in the bitmap, one acknowledged but not yet covered by an acknowledged barrier
+ * is in the transfer log or in the bitmap; every received write being applied or waiting is
+ * counted; the data stream is paused exactly when the apply side says so. */
+void rf_invariants(struct replfix *f);
 /* One turn of the loop without blocking, then both streams are flushed. */
 void rf_step(struct replfix *f);
 /* Turns of the loop for `seconds` (to show that something does not happen). */
