@@ -442,6 +442,10 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 		if (r->connected || (idx == 0 ? r->data : r->meta_s)) {
 			repl_drop_connection(r, "the peer reconnected");
 		}
+		/* The acceptor's handshake starts with the first stream that names itself: the
+		 * conn_timer gives up on it from then on, as on the connector's side. */
+		if (!r->data && !r->meta_s)
+			r->handshake_start = ev_now(r->p.loop);
 		if (idx == 0)
 			r->data = s;
 		else

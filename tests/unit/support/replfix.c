@@ -214,7 +214,7 @@ void rf_hello(const struct replfix *f, struct wire_hello *h)
 	h->sb_policy = (uint8_t)f->vc->after_sb;
 }
 
-static void inject_hello(struct memwire *w, const struct wire_hello *h)
+void rf_inject_hello(struct memwire *w, const struct wire_hello *h)
 {
 	uint8_t b[WIRE_HELLO_SIZE];
 	wire_hello_encode(b, h);
@@ -250,9 +250,9 @@ void rf_connect(struct replfix *f, const struct wire_hello *h)
 	ck_assert_int_eq(memlistener_accept(l, &f->meta), 0);
 	struct wire_hello x = *h;
 	x.stream = WIRE_STREAM_DATA;
-	inject_hello(&f->data, &x);
+	rf_inject_hello(&f->data, &x);
 	x.stream = WIRE_STREAM_META;
-	inject_hello(&f->meta, &x);
+	rf_inject_hello(&f->meta, &x);
 	memwire_flush(&f->data);
 	memwire_flush(&f->meta);
 	check_own_hello(f, &f->data, WIRE_STREAM_DATA);

@@ -89,6 +89,8 @@ void rf_close(void);
 
 /* The peer's HELLO for this volume: secondary, UpToDate, consistent, generation f->gen. */
 void rf_hello(const struct replfix *f, struct wire_hello *h);
+/* The peer's HELLO h on stream w (h->stream says which). */
+void rf_inject_hello(struct memwire *w, const struct wire_hello *h);
 /* The peer connects with HELLO h on both streams (the records of an earlier connection are
  * dropped). Asserts that hakd answered each with its own HELLO and forgets those frames. */
 void rf_connect(struct replfix *f, const struct wire_hello *h);
