@@ -499,14 +499,13 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		break;
 	case WIRE_RECV_ACK:
 	case WIRE_BARRIER_ACK:
-		ship_ack(r, h->type == WIRE_BARRIER_ACK ? WIRE_WRITE_ACK : WIRE_RECV_ACK,
-		         wire_get_id(payload), 0);
+		ship_ack(r, h->type, wire_get_id(payload), 0);
 		break;
 	case WIRE_WRITE_ACK:
-		ship_ack(r, h->type, wire_get_id(payload), be_get32(payload + 8));
+		ship_ack(r, h->type, wire_get_id(payload), be_get32(payload + WIRE_ID_SIZE));
 		break;
 	case WIRE_RS_ACK:
-		resync_rs_ack(r, wire_get_id(payload), be_get32(payload + 8));
+		resync_rs_ack(r, wire_get_id(payload), be_get32(payload + WIRE_ID_SIZE));
 		break;
 	case WIRE_PING:
 		tstream_send_small(r->meta_s, WIRE_PONG, 0, payload, WIRE_ID_SIZE);

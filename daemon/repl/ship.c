@@ -163,10 +163,12 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	if (p->type == WIRE_BARRIER)
 		p->tl_seq = tlog_barrier(&r->tl);
 	if ((p->type == WIRE_DATA && local_copy && !p->copy) || pend_send(r, p, id, vio) < 0) {
-		/* Out of memory: the bitmap remembers the block; the request must not wait. */
+		/* Out of memory: the bitmap remembers the block; the request must not wait. No
+		 * frame went out, so no ack will free the slot: free it now. */
 		if (p->type != WIRE_BARRIER)
 			bitmap_set_range(r->bm, p->off, p->len);
 		p->vio = NULL;
+		pend_release(r, p);
 		return true;
 	}
 	if (p->vio)
@@ -463,6 +465,17 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		         (unsigned long long)id, wire_type_name(type));
 		return;
 	}
+	/* A barrier is answered by BARRIER_ACK only, a write by WRITE_ACK (and RECV_ACK): an ack of
+	 * the other kind would count a write as flushed, or a barrier as written, on the peer's
+	 * word for something it was not asked. */
+	bool barrier = p->type == WIRE_BARRIER;
+	if (barrier != (type == WIRE_BARRIER_ACK)) {
+		char why[160];
+		snprintf(why, sizeof(why), "the peer answered %s %llu with %s",
+		         wire_type_name(p->type), (unsigned long long)id, wire_type_name(type));
+		repl_drop_connection(r, why);
+		return;
+	}
 	if (type == WIRE_RECV_ACK) {
 		if (r->mode == MODE_MEMSYNC && p->vio && !req_remote_only(p->vio)) {
 			struct vol_io *vio = p->vio;
@@ -480,7 +493,6 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 		bitmap_set_range(r->bm, p->off, p->len);
 	}
 	double lat = ev_now(r->p.loop) - p->sent_at;
-	bool barrier = p->type == WIRE_BARRIER;
 	if (!p->auto_barrier) /* ours wait for a flush nobody waits for: not the client's latency */
 		ack_latency_add(r, lat);
 	if (!barrier)

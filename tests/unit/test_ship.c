@@ -434,6 +434,38 @@ START_TEST(unknown_ack_ignored)
 }
 END_TEST
 
+/* An ack of the wrong kind is a protocol violation: a BARRIER_ACK must not count a write as
+ * flushed, a WRITE_ACK must not count a barrier as flushed. The connection drops, and what the
+ * peer did not confirm goes into the bitmap. */
+START_TEST(wrong_ack_kind_drops)
+{
+	struct replfix *f = rf_open(NULL);
+	rf_connect_primary(f);
+	struct rf_req *w = rf_submit(f, VOL_WRITE, 0, K4, 51, 0);
+	rf_until(f, w->vio.rq & RQ_LOCAL_DONE);
+	rf_inject_id(f, &f->meta, WIRE_BARRIER_ACK, w->vio.rid);
+	ck_assert(rf_log_has(f, "the peer answered DATA"));
+	ck_assert(!f->r->connected);
+	ck_assert_int_eq(w->answers, 1);
+	ck_assert(!req_peer_ok(&w->vio));
+	ck_assert(rf_bits(f, 0, K4, true));
+}
+END_TEST
+
+START_TEST(write_ack_for_barrier_drops)
+{
+	struct replfix *f = rf_open(NULL);
+	rf_connect_primary(f);
+	struct rf_req *fl = rf_submit(f, VOL_FLUSH, 0, 0, 0, 0);
+	rf_until(f, rf_count(&f->data, WIRE_BARRIER) == 1);
+	rf_inject_ack(f, WIRE_WRITE_ACK, rf_id(rf_nth(&f->data, WIRE_BARRIER, 0)), 0);
+	ck_assert(rf_log_has(f, "the peer answered BARRIER"));
+	ck_assert(!f->r->connected);
+	rf_until(f, fl->answers == 1);
+	ck_assert(!req_peer_ok(&fl->vio));
+}
+END_TEST
+
 /* With the activity log on, a write waits for its transaction, then goes as without. */
 START_TEST(activity_log_gates_then_sends)
 {
@@ -468,6 +500,8 @@ int main(void)
 	tcase_add_test(t, connection_loss_marks_bitmap);
 	tcase_add_test(t, write_ack_error_marks_range);
 	tcase_add_test(t, unknown_ack_ignored);
+	tcase_add_test(t, wrong_ack_kind_drops);
+	tcase_add_test(t, write_ack_for_barrier_drops);
 	tcase_add_test(t, activity_log_gates_then_sends);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
