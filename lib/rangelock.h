@@ -45,9 +45,10 @@ void rangelock_del(struct range *e);
  * or NULL. */
 struct range *rangelock_find(const struct rangelock *rl, uint64_t off, uint64_t len,
                              const struct range *before);
+/* Inline for the common case on the write path: most range locks are empty most of the time. */
 static inline bool rangelock_overlaps(const struct rangelock *rl, uint64_t off, uint64_t len)
 {
-	return rangelock_find(rl, off, len, NULL) != NULL;
+	return rl->head && rangelock_find(rl, off, len, NULL) != NULL;
 }
 static inline bool rangelock_empty(const struct rangelock *rl)
 {

@@ -310,19 +310,6 @@ static int io_req_valid(const struct io_req *req)
 	return 1;
 }
 
-void io_req_prep(struct io_req *req, enum io_op op, int fd, uint64_t off, uint64_t len, void *buf,
-                 void (*done)(struct io_req *req), void *data)
-{
-	memset(req, 0, sizeof(*req));
-	req->op = op;
-	req->fd = fd;
-	req->off = off;
-	req->len = len;
-	req->buf = buf;
-	req->done = done;
-	req->data = data;
-}
-
 int io_submit(struct io_engine *eng, struct io_req *req)
 {
 	if (!io_req_valid(req)) {

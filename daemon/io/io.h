@@ -102,8 +102,13 @@ int io_kind_parse(const char *s, enum io_kind *out);
  * Clear req and aim it: op on fd over [off, off+len) with buf, completing in done(req) with data.
  * Callers then add flags (IO_F_*) or a SEEKMAP map before io_submit().
  */
-void io_req_prep(struct io_req *req, enum io_op op, int fd, uint64_t off, uint64_t len, void *buf,
-                 void (*done)(struct io_req *req), void *data);
+static inline void io_req_prep(struct io_req *req, enum io_op op, int fd, uint64_t off,
+                               uint64_t len, void *buf, void (*done)(struct io_req *req),
+                               void *data)
+{
+	*req = (struct io_req){
+	    .op = op, .fd = fd, .off = off, .len = len, .buf = buf, .done = done, .data = data};
+}
 
 /*
  * Queue req. Never blocks and never calls req->done() from inside io_submit(): completion is always
