@@ -8,14 +8,22 @@
 #   bench/replication.sh    (RUNS=3 RUNTIME=10 HAK_BUILD=build/rel by default)
 #   ONLY=qd32 MODES="standalone sync" RESYNC=0 bench/replication.sh   (a subset, for quick looks)
 #   VOLUME_EXTRA="max-epoch-size 20000" bench/replication.sh   (one more line in both volumes)
+#   GLOBAL_EXTRA="sched-policy normal" bench/replication.sh   (one more line in both globals)
 #   FIO_EXTRA="--fsync=2048" bench/replication.sh   (more fio arguments for every run; with
 #                                                     --fsync the anchor, too, makes its data durable)
+#   BUSY_PEER=1 bench/replication.sh   (a busy loop pinned to the secondary's CPU for the whole
+#                                       run: a standby is rarely idle)
 #
+# Workloads: 4 KiB random writes at QD32 and QD1, 1 MiB sequential writes at QD8, and commits:
+# 4 KiB random writes each followed by a FLUSH (fio --fsync=1) from 1 and from 16 jobs at QD1.
 # Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
 # and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
 # promoted; fio against alpha's NBD socket). Each number is the median of RUNS runs of RUNTIME
 # seconds. Output:
 #   RESULT <workload> mode=<mode> iops=<x> standalone=<y> ratio=<x/y>
+#   RESULT flush_latency_us mode=<mode> flush=<x> standalone=<y> added=<x-y>
+#                                        (fsync4k_j1: the mean latency of the FLUSH after each
+#                                         4 KiB write, fio's "sync" latency: a commit's flush)
 #   RESULT qd1_latency_us standalone=<a> sync=<b> added=<b-a>   (fio's mean total latency,
 #                                                                submission + completion: how the
 #                                                                two split moves with scheduling)
@@ -172,6 +180,7 @@ global {
     control-socket $DIR/$1.ctl
     log-level info
     io-engine $IO_ENGINE
+    ${GLOBAL_EXTRA:-}
 }
 node alpha {
     address 192.0.2.1:7789
@@ -294,7 +303,8 @@ run_fio() {
 		die "fio $2 failed against $1"
 	}
 	jq -r '.jobs[0] | "\(.read.iops + .write.iops | floor)" +
-		" \((.write.lat_ns.mean / 100 | floor) / 10)"' "$out"
+		" \((.write.lat_ns.mean / 100 | floor) / 10)" +
+		" \(((.sync.lat_ns.mean // 0) / 100 | floor) / 10)"' "$out"
 }
 
 # median FORMAT VALUES...
@@ -310,6 +320,8 @@ WORKLOADS=(
 	"randwrite4k_qd32|--rw=randwrite --bs=4k --iodepth=32"
 	"randwrite4k_qd1|--rw=randwrite --bs=4k --iodepth=1"
 	"seqwrite1m_qd8|--rw=write --bs=1M --iodepth=8"
+	"fsync4k_j1|--rw=randwrite --bs=4k --iodepth=1 --fsync=1"
+	"fsync4k_j16|--rw=randwrite --bs=4k --iodepth=1 --fsync=1 --numjobs=16"
 )
 for i in "${!WORKLOADS[@]}"; do
 	[[ ${WORKLOADS[$i]%%|*} =~ ${ONLY:-.} ]] || unset "WORKLOADS[$i]"
@@ -317,7 +329,7 @@ done
 WORKLOADS=("${WORKLOADS[@]}")
 read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
 RESYNC=${RESYNC:-1}
-declare -A IOPS=() LAT=() # "config workload" -> space-separated per-run values
+declare -A IOPS=() LAT=() FLUSH=() # "config workload" -> space-separated per-run values
 CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() TCPD_MBPS=() RS_CPU_P=() RS_CPU_S=() RTT_US=()
 
 # drop_cache FILE...: write back and evict FILEs' page cache. A sequential prefill leaves large
@@ -361,7 +373,7 @@ warm_cache() {
 
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
@@ -382,8 +394,10 @@ run_config() {
 		fi
 		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
 		res=$(run_fio "$cfg" "$name" "$args")
-		IOPS["$cfg $name"]+="${res% *} "
-		LAT["$cfg $name"]+="${res#* } "
+		read -r r_iops r_lat r_flush <<<"$res"
+		IOPS["$cfg $name"]+="$r_iops "
+		LAT["$cfg $name"]+="$r_lat "
+		FLUSH["$cfg $name"]+="$r_flush "
 		if [[ $cfg == sync && $name == randwrite4k_qd32 ]]; then
 			nw=$(($(hk alpha status --json | jq '.volumes[0].requests.write') - w0))
 			CPU_P+=("$(awk -v a="$t0p" -v b="$(proc_cpu_ticks "$ap")" -v n="$nw" -v t="$CLK_TCK" \
@@ -391,7 +405,7 @@ run_config() {
 			CPU_S+=("$(awk -v a="$t0s" -v b="$(proc_cpu_ticks "$bs")" -v n="$nw" -v t="$CLK_TCK" \
 				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
 		fi
-		echo "bench: $name $cfg: ${res% *} IOPS, mean latency ${res#* } us" >&2
+		echo "bench: $name $cfg: $r_iops IOPS, mean latency $r_lat us, flush $r_flush us" >&2
 		if [[ $cfg != standalone ]]; then
 			# Packets per write on the replication link: each one costs the primary's CPU.
 			read -r tx1 rx1 < <(net_packets)
@@ -573,6 +587,13 @@ run_tcp() {
 	fi
 }
 
+if [[ -n ${BUSY_PEER:-} && ${BUSY_PEER:-} != 0 ]]; then
+	# The standby's CPU is busy with something else (a backup, a verify, a neighbour): a plain
+	# CPU hog of normal priority, pinned there for the whole run.
+	taskset -c "$CPU_SECONDARY" sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+	PIDS[busy]=$!
+	echo "bench: BUSY_PEER: a busy loop (pid ${PIDS[busy]}) holds CPU $CPU_SECONDARY" >&2
+fi
 echo "bench: $RUNS rounds of ${RUNTIME}s per configuration and workload, $SIZE files on $DIR," \
 	"hakd engine $IO_ENGINE, namespaces $NS_alpha $NS_beta" >&2
 # Both CPUs are in use: anything else running skews the numbers, so say how busy the machine was.
@@ -616,6 +637,17 @@ for w in "${WORKLOADS[@]}"; do
 			"ratio=$(awk -v a="$v" -v b="$sa" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
 	done
 done
+if [[ -n ${FLUSH["standalone fsync4k_j1"]:-} ]]; then
+	# shellcheck disable=SC2086
+	a=$(median %.1f ${FLUSH["standalone fsync4k_j1"]})
+	for m in async memsync sync; do
+		[[ -n ${FLUSH["$m fsync4k_j1"]:-} ]] || continue
+		# shellcheck disable=SC2086
+		b=$(median %.1f ${FLUSH["$m fsync4k_j1"]})
+		echo "RESULT flush_latency_us mode=$m flush=$b standalone=$a" \
+			"added=$(awk -v a="$a" -v b="$b" 'BEGIN {printf "%.1f", b - a}')"
+	done
+fi
 if [[ -n ${LAT["standalone randwrite4k_qd1"]:-} && -n ${LAT["sync randwrite4k_qd1"]:-} ]]; then
 	# shellcheck disable=SC2086
 	a=$(median %.1f ${LAT["standalone randwrite4k_qd1"]})
