@@ -392,7 +392,8 @@ static void apply_drop_unsynced(struct repl *r)
 
 static void barrier_flushed(struct repl *r, int err)
 {
-	struct barrier_wait *b = &r->barriers[0];
+	unsigned n = r->barriers_flushing;
+	r->barriers_flushing = 0;
 	if (err) {
 		/* Acknowledging would tell the primary that the writes before the barrier are on
 		 * this disk. Without the ack, the lost connection puts them into its bitmap. */
@@ -400,23 +401,35 @@ static void barrier_flushed(struct repl *r, int err)
 		snprintf(why, sizeof(why),
 		         "flushing the disk for barrier %llu failed (%s), so the writes before it "
 		         "may not be stable",
-		         (unsigned long long)b->id, strerror(err));
+		         (unsigned long long)r->barriers[0].id, strerror(err));
 		repl_drop_connection(r, why);
 		return;
 	}
-	send_ack(r, WIRE_BARRIER_ACK, b->id, 0);
-	memmove(&r->barriers[0], &r->barriers[1], (r->nbarriers - 1) * sizeof(r->barriers[0]));
-	r->nbarriers--;
+	for (unsigned i = 0; i < n; i++)
+		send_ack(r, WIRE_BARRIER_ACK, r->barriers[i].id, 0);
+	r->barrier_flushes++;
+	r->barriers_acked += n;
+	memmove(&r->barriers[0], &r->barriers[n], (r->nbarriers - n) * sizeof(r->barriers[0]));
+	r->nbarriers -= n;
 	barriers_progress(r);
 }
 
-/* The oldest barrier whose writes are all done gets its flush, then its ack. */
+/*
+ * Group commit (as jbd2 and the block layer's flush machinery do): one flush answers every
+ * barrier whose writes were all done when it started, and barriers that become ready while it
+ * runs share the next one. Many clients committing at once used to cost one flush each, in
+ * turn. A barrier's writes are the applies received before it, so a barrier's pending count is
+ * never smaller than an older one's: the ready barriers are always a prefix.
+ */
 static void barriers_progress(struct repl *r)
 {
-	if (!r->nbarriers || r->barriers[0].pending || r->barriers[0].flushing)
+	unsigned n = 0;
+	if (r->barriers_flushing)
 		return;
-	if (apply_flush(r, barrier_flushed) == 0)
-		r->barriers[0].flushing = true;
+	while (n < r->nbarriers && r->barriers[n].pending == 0)
+		n++;
+	if (n && apply_flush(r, barrier_flushed) == 0)
+		r->barriers_flushing = n;
 }
 
 void apply_barrier(struct repl *r, uint64_t id)
@@ -429,7 +442,6 @@ void apply_barrier(struct repl *r, uint64_t id)
 	b->id = id;
 	b->epoch = r->epoch++;
 	b->pending = r->apply_count;
-	b->flushing = false;
 	barriers_progress(r);
 }
 
@@ -448,6 +460,8 @@ static void apply_drop_waiting(struct repl *r)
 static void apply_conn_lost(void *ctx)
 {
 	struct repl *r = ctx;
+	/* a flush in progress reports to nobody (conn_flushed): its barriers are gone too */
+	r->barriers_flushing = 0;
 	apply_drop_unsynced(r);
 	if (r->role != ROLE_PRIMARY)
 		apply_drop_waiting(r);

@@ -1034,6 +1034,11 @@ json_t *repl_status_json(const struct repl *r)
 		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
 		json_object_set_new(o, "integrity_errors",
 		                    json_integer((json_int_t)r->integrity_errors));
+		/* As the peer's barriers' target: how many flushes answered how many barriers. */
+		json_object_set_new(o, "barriers_acked",
+		                    json_integer((json_int_t)r->barriers_acked));
+		json_object_set_new(o, "barrier_flushes",
+		                    json_integer((json_int_t)r->barrier_flushes));
 	}
 	json_t *rs = resync_status_json(r);
 	if (o && rs)

@@ -94,7 +94,6 @@ struct barrier_wait {
 	uint64_t id;
 	uint64_t epoch;
 	uint64_t pending;
-	bool flushing;
 };
 
 /* Source: one resync run being read. */
@@ -254,6 +253,8 @@ struct repl {
 	uint64_t epoch;
 	struct barrier_wait barriers[BARRIERS_MAX];
 	unsigned nbarriers;
+	unsigned barriers_flushing; /* the oldest barriers the flush in progress answers */
+	uint64_t barrier_flushes, barriers_acked;
 	bool data_paused;
 	/* Resync target: runs written but not yet flushed (their RS_ACK waits), and the runs the
 	 * flush in progress covers. */

@@ -151,13 +151,13 @@ START_TEST(barrier_after_writes_and_flush)
 	rf_inject_id(f, &f->data, WIRE_BARRIER, 100);
 	ck_assert_uint_eq(f->r->nbarriers, 1);
 	ck_assert_uint_eq(f->r->barriers[0].pending, 1);
-	ck_assert(!f->r->barriers[0].flushing);
+	ck_assert_uint_eq(f->r->barriers_flushing, 0);
 	ck_assert_uint_eq(io_submitted(f) - sub0, 1); /* no flush before the write is done */
 
 	/* The write completes: its ack goes, the flush starts, the barrier is not answered. */
 	rf_until(f, rf_count(&f->meta, WIRE_WRITE_ACK) == 1);
 	ck_assert_uint_eq(rf_count(&f->meta, WIRE_BARRIER_ACK), 0);
-	ck_assert(f->r->barriers[0].flushing);
+	ck_assert_uint_eq(f->r->barriers_flushing, 1);
 	ck_assert_uint_eq(f->r->barriers[0].pending, 0);
 	ck_assert_uint_eq(io_submitted(f) - sub0, 2);
 
@@ -179,7 +179,7 @@ START_TEST(barrier_after_writes_and_flush)
 	rf_inject_io(f, WIRE_DATA, 0, 102, 8 * K4, sizeof(big), big);
 	rf_inject_io(f, WIRE_DATA, 0, 103, 8 * K4, K4, b);
 	ck_assert_uint_eq(f->r->barriers[0].pending, 0);
-	ck_assert(f->r->barriers[0].flushing);
+	ck_assert_uint_eq(f->r->barriers_flushing, 1);
 	memwire_flush(&f->meta);
 	ck_assert_uint_eq(rf_count(&f->meta, WIRE_BARRIER_ACK), 0);
 	rf_until(f, rf_count(&f->meta, WIRE_BARRIER_ACK) == 1 &&
@@ -204,6 +204,44 @@ START_TEST(barrier_after_writes_and_flush)
 	ck_assert_uint_eq(rf_id(b1), 202);
 	ck_assert_uint_lt(rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 201)),
 	                  rf_pos(&f->meta, b1));
+}
+END_TEST
+
+/* Group commit: barriers whose writes are all done share one flush; one that becomes ready
+ * while a flush runs waits for the next. Acks stay in order. */
+START_TEST(barriers_share_a_flush)
+{
+	struct replfix *f = rf_open(NULL);
+	rf_connect_secondary(f);
+	uint8_t a[K4];
+	rf_pattern(a, sizeof(a), 31);
+	uint64_t sub0 = io_submitted(f);
+	rf_inject_io(f, WIRE_DATA, 0, 1, 0, K4, a);
+	for (uint64_t id = 10; id < 14; id++)
+		rf_inject_id(f, &f->data, WIRE_BARRIER, id);
+	ck_assert_uint_eq(f->r->nbarriers, 4);
+	ck_assert_uint_eq(f->r->barriers_flushing, 0); /* all wait for the write */
+	rf_until(f, rf_count(&f->meta, WIRE_BARRIER_ACK) == 4);
+	ck_assert_uint_eq(f->r->barrier_flushes, 1);
+	ck_assert_uint_eq(f->r->barriers_acked, 4);
+	ck_assert_uint_eq(io_submitted(f) - sub0, 2); /* the write and one flush */
+	for (unsigned i = 0; i < 4; i++)
+		ck_assert_uint_eq(rf_id(rf_nth(&f->meta, WIRE_BARRIER_ACK, i)), 10 + i);
+	ck_assert_uint_lt(rf_pos(&f->meta, rf_find_id(&f->meta, WIRE_WRITE_ACK, 1)),
+	                  rf_pos(&f->meta, rf_nth(&f->meta, WIRE_BARRIER_ACK, 0)));
+
+	/* A barrier arriving while the flush runs is not answered by it. */
+	rf_clear(f);
+	rf_inject_id(f, &f->data, WIRE_BARRIER, 20);
+	ck_assert_uint_eq(f->r->barriers_flushing, 1);
+	rf_inject_id(f, &f->data, WIRE_BARRIER, 21);
+	rf_inject_id(f, &f->data, WIRE_BARRIER, 22);
+	ck_assert_uint_eq(f->r->barriers_flushing, 1);
+	rf_until(f, rf_count(&f->meta, WIRE_BARRIER_ACK) == 3);
+	ck_assert_uint_eq(f->r->barrier_flushes, 3);
+	ck_assert_uint_eq(f->r->barriers_acked, 7);
+	for (unsigned i = 0; i < 3; i++)
+		ck_assert_uint_eq(rf_id(rf_nth(&f->meta, WIRE_BARRIER_ACK, i)), 20 + i);
 }
 END_TEST
 
@@ -349,6 +387,7 @@ int main(void)
 	tcase_add_loop_test(t, data_written_and_acked, 0, 2);
 	tcase_add_test(t, overlapping_in_arrival_order);
 	tcase_add_test(t, barrier_after_writes_and_flush);
+	tcase_add_test(t, barriers_share_a_flush);
 	tcase_add_test(t, trim_and_zero);
 	tcase_add_test(t, bad_crc_drops_connection);
 	tcase_add_loop_test(t, malformed_frames_drop_connection, 0,
