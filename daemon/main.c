@@ -66,6 +66,7 @@ struct hakd {
 	ev_timer shutdown_poll;
 	double shutdown_start;
 	int exit_code;
+	bool sched_batch; /* the policy the I/O threads run with now (sched_update) */
 };
 
 struct args {
@@ -456,10 +457,41 @@ static json_t *cmd_resync(void *ctx, json_t *req, char *err, size_t errlen)
 	return json_pack("{s:b}", "resync_paused", pause);
 }
 
+/*
+ * sched-policy batch serves a local client's requests in batches (hak.conf(5)), but a secondary
+ * serves the peer, whose writes arrive from the network: there batch only means waiting for
+ * whatever else runs on the CPU, for every hop of every write and barrier (measured: sync-mode
+ * commits several times slower with a busy loop on the secondary's CPU). So batch holds while
+ * this node is primary for every replicated volume; as soon as one is secondary, the loop
+ * thread and the I/O workers run with the normal policy.
+ */
+static void sched_update(struct hakd *d)
+{
+	bool batch = d->cfg->sched_batch;
+	for (size_t i = 0; i < d->n && batch; i++)
+		if (d->repls[i] && repl_role(d->repls[i]) != ROLE_PRIMARY)
+			batch = false;
+	if (batch == d->sched_batch)
+		return;
+	if (proc_sched_batch(batch) < 0) {
+		log_warn("Cannot set the %s CPU scheduling policy: %s.", batch ? "batch" : "normal",
+		         strerror(errno));
+		return;
+	}
+	io_engine_set_batch(d->io, batch);
+	d->sched_batch = batch;
+	log_info("The I/O threads run with the %s CPU scheduling policy now (%s).",
+	         batch ? "batch" : "normal",
+	         batch ? "primary for every volume"
+	               : "secondary for a volume: the peer's writes "
+	                 "are served at once");
+}
+
 static void role_changed(void *ctx, enum repl_role role)
 {
 	struct vol_slot *sl = ctx;
 	struct hakd *d = sl->d;
+	sched_update(d);
 	if (!d->srvs[sl->i])
 		return;
 	nbd_server_set_refuse(d->srvs[sl->i], role == ROLE_PRIMARY ? NULL : sl->refuse);
@@ -703,6 +735,7 @@ int main(int argc, char **argv)
 		log_warn(
 		    "Cannot set the %s CPU scheduling policy: %s; continuing with the current one.",
 		    d.cfg->sched_batch ? "batch" : "normal", strerror(errno));
+	d.sched_batch = d.cfg->sched_batch;
 	testhook_init();
 	if (a.pidfile && write_pidfile(a.pidfile) < 0) {
 		log_err("Cannot write pid file %s: %s.", a.pidfile, strerror(errno));
@@ -720,6 +753,7 @@ int main(int argc, char **argv)
 	if (hakd_start(&d) < 0) {
 		d.exit_code = 1;
 	} else {
+		sched_update(&d); /* every replicated volume starts as secondary */
 		log_notice("hakd %s started with %zu volume(s), I/O engine %s, control socket %s.",
 		           HAK_VERSION, d.n, io_engine_name(d.io), d.cfg->control_socket);
 		ev_run(d.loop, 0);

@@ -356,3 +356,8 @@ int io_drain(struct io_engine *eng, double timeout_s)
 		errno = ETIMEDOUT;
 	return ret;
 }
+
+void io_engine_set_batch(struct io_engine *eng, bool batch)
+{
+	io_pool_set_batch(eng, batch);
+}

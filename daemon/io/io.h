@@ -18,6 +18,7 @@
 #ifndef HAK_IO_H
 #define HAK_IO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -93,6 +94,12 @@ int io_engine_create(struct ev_loop *loop, enum io_kind kind, unsigned depth,
                      struct io_engine **out);
 /* Waits for every request in flight to complete (their callbacks run), then frees the engine. */
 void io_engine_destroy(struct io_engine *eng);
+/*
+ * The CPU policy of the engine's worker threads from their next job on: SCHED_BATCH or normal
+ * (the caller sets its own thread's: see sched-policy in hak.conf(5)). io_uring's own kernel
+ * workers keep the policy of the thread that created them.
+ */
+void io_engine_set_batch(struct io_engine *eng, bool batch);
 /* "uring" or "pool". */
 const char *io_engine_name(const struct io_engine *eng);
 /* Parse "auto|uring|pool". 0 or -1 with errno=EINVAL. */

@@ -6,6 +6,8 @@
 #ifndef HAK_IO_INT_H
 #define HAK_IO_INT_H
 
+#include <stdbool.h>
+
 #include "io.h"
 
 #include <ev.h>
@@ -32,6 +34,9 @@ struct io_pool {
 	unsigned spinning; /* workers polling the queue before they sleep (at most one) */
 	unsigned queued;   /* queue.n + lane.n, also read without the lock by the spinning worker */
 	int stop;
+	/* The CPU policy the workers should run with (1 SCHED_BATCH, 0 normal, -1 as inherited):
+	 * each applies it to itself before its next job (io_engine_set_batch). */
+	int want_batch;
 
 	pthread_mutex_t done_lock; /* guards done, loop_waiting */
 	struct io_fifo done;
@@ -127,6 +132,7 @@ unsigned io_ring_reap(struct io_engine *eng);
 /* io_pool.c */
 int io_pool_init(struct io_engine *eng, unsigned nthreads);
 void io_pool_exit(struct io_engine *eng);
+void io_pool_set_batch(struct io_engine *eng, bool batch);
 void io_pool_queue(struct io_engine *eng, struct io_req *req);
 void io_pool_flush(struct io_engine *eng);
 unsigned io_pool_reap(struct io_engine *eng);

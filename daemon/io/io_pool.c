@@ -9,6 +9,7 @@
 #include "io_int.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -356,7 +357,7 @@ static void *io_pool_worker(void *arg)
 	struct io_pool *p = arg;
 	struct io_req *req;
 	int spun = 1; /* no spin before the first job */
-	int lane, fd;
+	int lane, fd, batch = -1, want;
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -364,6 +365,15 @@ static void *io_pool_worker(void *arg)
 			io_pool_spin(p);
 		spun = 1;
 		while (!io_pool_has_work(p) && !p->stop) {
+			if (p->want_batch >= 0 && p->want_batch != batch) {
+				/* a new policy (io_pool_set_batch woke us): take it now, not at the
+				 * next job, so a waiting worker never starts one under the old */
+				batch = p->want_batch; /* tried once: a refusal is not retried */
+				pthread_mutex_unlock(&p->lock);
+				(void)proc_sched_batch(batch);
+				pthread_mutex_lock(&p->lock);
+				continue;
+			}
 			p->idle++;
 			pthread_cond_wait(&p->cond, &p->lock);
 			p->idle--;
@@ -379,7 +389,12 @@ static void *io_pool_worker(void *arg)
 		io_pool_set_queued(p);
 		if (!req)
 			break; /* stopping, queue empty */
+		want = p->want_batch;
 		pthread_mutex_unlock(&p->lock);
+		if (want != batch && want >= 0) {
+			batch = want;
+			(void)proc_sched_batch(batch);
+		}
 		req->res = io_exec(req);
 		/* Read before io_pool_done: from then on the loop owns (and may free) req. */
 		fd = req->fd;
@@ -401,6 +416,7 @@ int io_pool_init(struct io_engine *eng, unsigned nthreads)
 	int err = 0;
 
 	p->efd = eng->efd;
+	p->want_batch = -1;
 	/* Spinning only pays when the thread waited for runs on another CPU meanwhile; pinned to a
 	 * single CPU (taskset, cgroup cpuset), a spinner just delays the thread it waits for. */
 	p->ncpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 1;
@@ -545,4 +561,15 @@ unsigned io_pool_wait_briefly(struct io_engine *eng)
 	p->loop_waiting = 0;
 	pthread_mutex_unlock(&p->done_lock);
 	return io_pool_reap(eng);
+}
+
+void io_pool_set_batch(struct io_engine *eng, bool batch)
+{
+	struct io_pool *p = &eng->pool;
+	if (!p->started)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->want_batch = batch;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
 }
