@@ -14,6 +14,8 @@ PACKAGES=(
 	iproute2 iputils-ping util-linux procps psmisc jq kmod
 	# the database of the service-group tests and the demo
 	postgresql postgresql-client python3-psycopg2
+	# bench/pgbench.sh: QEMU's mirror to compare with (qemu-storage-daemon) and its chart
+	qemu-system-common gnuplot-nox
 )
 
 missing=()

@@ -1,0 +1,647 @@
+#!/usr/bin/env bash
+# PostgreSQL benchmark: what replication costs a database, against the same database on an
+# unreplicated volume and on QEMU's write-blocking mirror. The volume is attached as `make demo`
+# attaches it (nbdfuse on its NBD socket, a loop device on nbdfuse's file), with ext4 on it and
+# PostgreSQL (Debian's) on that, fsync=on, synchronous_commit=on, shared_buffers=128MB. Two
+# machines are emulated by two network namespaces joined by a veth pair (192.0.2.1 <-> 192.0.2.2,
+# receive packet steering as in bench/replication.sh). The primary's whole stack (its hakd or
+# qemu-storage-daemon, nbdfuse, PostgreSQL and pgbench) is pinned to CPU 0, the secondary's hakd
+# (or qemu-nbd) to CPU 1. The loop device's I/O runs in the kernel's unbound "loopN" workqueue,
+# which cannot be pinned per device: its workers may run on either CPU, in every configuration
+# alike (the standalone's cpu1_us shows how much lands on CPU 1 without any peer).
+#
+#   bench/pgbench.sh    (CLIENTS="16 32 48 64 80" T=30 ROUNDS=3 SCALE=10 SIZE=4G HAK_BUILD=build/rel)
+#   CLIENTS=16 T=10 ROUNDS=1 bench/pgbench.sh     (a quick look)
+#   CONFIGS="standalone sync" bench/pgbench.sh    (a subset)
+#   BUSY_PEER=1 bench/pgbench.sh   (a busy loop pinned to CPU 1 for the whole run: the secondary
+#                                   shares its CPU with a CPU hog)
+#   SMOKE=1 bench/pgbench.sh       (CLIENTS=16 T=3 ROUNDS=1 SCALE=1 SIZE=1G, every configuration:
+#                                   tests/integration/t_bench_pgbench.sh runs it)
+#
+# Configurations, in a rotating order each round: standalone (hakd --export of alpha's file: the
+# anchor), async, memsync and sync (a hakd pair, blank metadata on identical zero-filled sparse
+# files so there is no initial sync, alpha promoted), and qemu: qemu-storage-daemon on alpha
+# exports alpha's file over NBD on a UNIX socket (nbdfuse attaches it as it attaches hakd's) with
+# a blockdev-mirror job (sync full, copy-mode write-blocking) to an nbd node connected over TCP to
+# qemu-nbd serving beta's file in beta's namespace; measured once the job is ready.
+# Per configuration and round, everything is made anew once (fresh sparse files, daemons, mkfs,
+# initdb, `pgbench -i -s SCALE`, timed: the init number), then the same database serves one
+# `pgbench -n -M prepared -c N -j 4 -T T` per client count, in CLIENTS's order, each after a
+# CHECKPOINT (and, for a hakd pair, once alpha has nothing in flight or out of sync). Each number
+# is the median of ROUNDS rounds. Output:
+#   RESULT pgbench clients=<N> config=<c> tps=<x> ratio=<x/standalone's x at N> cpu0_us=<a> cpu1_us=<b>
+#            (a, b: busy time of CPU 0 and CPU 1 over the pgbench run, from /proc/stat, per
+#             transaction, in us; with BUSY_PEER=1 the busy loop's own CPU time is left out of b)
+#   RESULT pgbench_init config=<c> seconds=<s> ratio=<standalone's s / s>   (higher is better)
+# and a Markdown table and an SVG chart of TPS against clients (one line per configuration) in
+# OUT_DIR (default bench/out, git-ignored): pgbench.md and pgbench.svg, pgbench-busy.* with
+# BUSY_PEER=1. Not part of `make check` (the smoke run is): the numbers are for reading, never a
+# pass/fail. HAK_KEEP_WORK=1 keeps the scratch directory (logs) for a look afterwards.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$REPO"
+if [[ -n ${SMOKE:-} && ${SMOKE:-0} != 0 ]]; then
+	CLIENTS=${CLIENTS:-16}
+	T=${T:-3}
+	ROUNDS=${ROUNDS:-1}
+	SCALE=${SCALE:-1}
+	SIZE=${SIZE:-1G}
+fi
+CLIENTS=${CLIENTS:-16 32 48 64 80}
+T=${T:-30}
+ROUNDS=${ROUNDS:-3}
+SCALE=${SCALE:-10}
+SIZE=${SIZE:-4G}
+BUSY_PEER=${BUSY_PEER:-0}
+OUT_DIR=${OUT_DIR:-$REPO/bench/out}
+HAK_BUILD=${HAK_BUILD:-build/rel}
+case $HAK_BUILD in
+/*) ;;
+*) HAK_BUILD=$REPO/$HAK_BUILD ;;
+esac
+IO_ENGINE=${HAK_IO_ENGINE:-auto}
+HAKD=$HAK_BUILD/hakd
+HAKCTL=$HAK_BUILD/hakctl
+PYTHON=/usr/bin/python3
+# shellcheck disable=SC2012 # the newest installed major version
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+CPU_PRIMARY=0
+CPU_SECONDARY=1
+QNBD_PORT=10809
+read -r -a CONFIGS <<<"${CONFIGS:-standalone async memsync sync qemu}"
+read -r -a NCLIENTS <<<"$CLIENTS"
+
+if ((EUID != 0)); then
+	echo "bench: network namespaces, loop devices and mounts need root" >&2
+	exit 1
+fi
+for c in jq ip ss taskset runuser nbdfuse fusermount3 losetup mkfs.ext4 mountpoint pgbench psql \
+	qemu-storage-daemon qemu-nbd gnuplot "$PYTHON"; do
+	command -v "$c" >/dev/null || {
+		echo "bench: $c is missing; run scripts/deps.sh" >&2
+		exit 1
+	}
+done
+[[ -x $PGBIN/pg_ctl && -x $PGBIN/initdb ]] || {
+	echo "bench: the PostgreSQL server is missing; run scripts/deps.sh" >&2
+	exit 1
+}
+if [[ ! -x $HAKD || ! -x $HAKCTL ]]; then
+	echo "bench: building $HAK_BUILD" >&2
+	make -s BUILD="${HAK_BUILD#"$REPO"/}" bins >&2
+fi
+CLK_TCK=$(getconf CLK_TCK)
+ulimit -c 0 # no core file from nbdfuse in the current directory
+
+SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
+NS_alpha=hakpg-a-$SID
+NS_beta=hakpg-b-$SID
+DIR=/var/tmp/hak-bench-pg.$SID
+PGPORT=$((20000 + RANDOM % 20000))
+mkdir -p "$DIR" "$DIR/fuse" "$DIR/mnt"
+chmod 755 "$DIR" # PostgreSQL (user postgres) writes its log and socket here
+declare -A PIDS=() # name -> pid of a process this script started
+NS_MADE=0
+LOOPDEV=""
+PG_PID=""
+
+# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
+alive() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	[[ ${s%% *} != [ZX] ]]
+}
+
+# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
+stop_proc() {
+	local name=$1 pid=${PIDS[$1]:-} i
+	STOP_RC=0
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || STOP_RC=$?
+	unset "PIDS[$name]"
+}
+
+# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
+wait_until() {
+	local end=$(($(date +%s%N) + $2 * 1000000000))
+	until eval "$1" >/dev/null 2>&1; do
+		(($(date +%s%N) < end)) || return 1
+		sleep 0.1
+	done
+}
+
+# pg_stop: PostgreSQL down (fast shutdown; its postmaster killed if that does not work).
+pg_stop() {
+	[[ -n $PG_PID ]] || return 0
+	timeout 90 runuser -u postgres -- "$PGBIN/pg_ctl" -D "$DIR/mnt/data" -w -t 60 stop -m fast \
+		>>"$DIR/pg_ctl.log" 2>&1 || true
+	if alive "$PG_PID"; then
+		echo "bench: PostgreSQL (pid $PG_PID) did not stop; killing it" >&2
+		kill -KILL "$PG_PID" 2>/dev/null || true
+		wait_until "! alive $PG_PID" 10 || true
+	fi
+	PG_PID=""
+}
+
+# detach: the filesystem unmounted, the loop device detached, the FUSE file unmounted and
+# nbdfuse gone; bounded, and harmless for whatever part was never set up.
+detach() {
+	local i
+	if mountpoint -q "$DIR/mnt"; then
+		timeout 60 umount "$DIR/mnt" || umount -l "$DIR/mnt" || true
+	fi
+	if [[ -n $LOOPDEV ]]; then
+		timeout 30 losetup -d "$LOOPDEV" || echo "bench: losetup -d $LOOPDEV failed" >&2
+		LOOPDEV=""
+	fi
+	# The loop device lets go of the FUSE file a moment after losetup -d returns.
+	for ((i = 0; i < 50; i++)); do
+		mountpoint -q "$DIR/fuse" || break
+		fusermount3 -u "$DIR/fuse" 2>/dev/null && break
+		sleep 0.1
+	done
+	mountpoint -q "$DIR/fuse" && { fusermount3 -u -z "$DIR/fuse" 2>/dev/null || true; }
+	stop_proc nbdfuse
+}
+
+cleanup() {
+	local rc=$? name
+	set +e
+	trap - EXIT
+	pg_stop
+	detach
+	for name in "${!PIDS[@]}"; do
+		stop_proc "$name"
+	done
+	if ((NS_MADE)); then
+		ip netns del "$NS_alpha" 2>/dev/null
+		ip netns del "$NS_beta" 2>/dev/null
+	fi
+	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
+		echo "bench: keeping $DIR" >&2
+	else
+		rm -rf "$DIR"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+die() {
+	local f
+	echo "bench: $*" >&2
+	for f in "$DIR"/*.log; do
+		[[ -s $f ]] || continue
+		echo "--- last lines of $f:" >&2
+		tail -n 15 "$f" >&2
+	done
+	exit 1
+}
+
+# ---- the two "machines" ----------------------------------------------------------------------
+ip netns add "$NS_alpha"
+NS_MADE=1
+ip netns add "$NS_beta"
+ip link add "pga-$SID" type veth peer name "pgb-$SID"
+ip link set "pga-$SID" netns "$NS_alpha"
+ip link set "pgb-$SID" netns "$NS_beta"
+ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "pga-$SID"
+ip -n "$NS_beta" addr add 192.0.2.2/24 dev "pgb-$SID"
+for ns in "$NS_alpha" "$NS_beta"; do
+	ip -n "$ns" link set lo up
+done
+ip -n "$NS_alpha" link set "pga-$SID" up
+ip -n "$NS_beta" link set "pgb-$SID" up
+# Each side receives on its own node's CPU (see bench/replication.sh).
+ip netns exec "$NS_alpha" sh -c "echo $((1 << CPU_PRIMARY)) >/sys/class/net/pga-$SID/queues/rx-0/rps_cpus"
+ip netns exec "$NS_beta" sh -c "echo $((1 << CPU_SECONDARY)) >/sys/class/net/pgb-$SID/queues/rx-0/rps_cpus"
+
+# ---- hakd ------------------------------------------------------------------------------------
+# write_config NODE MODE
+write_config() {
+	cat >"$DIR/$1.conf" <<EOF
+global {
+    control-socket $DIR/$1.ctl
+    log-level info
+    io-engine $IO_ENGINE
+}
+node alpha {
+    address 192.0.2.1:7789
+}
+node beta {
+    address 192.0.2.2:7789
+}
+volume db {
+    backing $DIR/$1.img
+    nbd-socket $DIR/$1.nbd
+    meta-disk $DIR/$1.meta
+    mode $2
+    connect-interval 200ms
+}
+EOF
+}
+
+hk() {
+	local n=$1
+	shift
+	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
+}
+
+repl() {
+	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
+}
+
+# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU.
+start_node() {
+	local n=$1 ns=NS_$1
+	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
+		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
+	PIDS[$n]=$!
+	wait_until "hk $n version" 20 || die "hakd on $n did not come up"
+}
+
+# pair_start MODE: blank metadata on both, both nodes up and connected, alpha primary.
+pair_start() {
+	local n
+	for n in alpha beta; do
+		write_config "$n" "$1"
+		rm -f "$DIR/$n.meta"
+		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db --blank \
+			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
+	done
+	start_node alpha "$CPU_PRIMARY"
+	start_node beta "$CPU_SECONDARY"
+	for n in alpha beta; do
+		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
+			die "$n is not Connected after 20 s (link $(repl "$n" link))"
+	done
+	hk alpha primary db >/dev/null || die "promoting alpha failed"
+}
+
+# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
+quiet() {
+	hk alpha status --json | jq -e '.volumes[0].replication |
+		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
+}
+
+pair_quiesce() {
+	wait_until quiet 60 ||
+		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
+			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
+}
+
+standalone_start() {
+	taskset -c "$CPU_PRIMARY" "$HAKD" --export "$DIR/alpha.img" --name db \
+		--socket "$DIR/standalone.nbd" --control "$DIR/standalone.ctl" --foreground \
+		--io-engine "$IO_ENGINE" </dev/null >>"$DIR/standalone.log" 2>&1 &
+	PIDS[standalone]=$!
+	wait_until "[[ -S $DIR/standalone.nbd ]] && hk standalone version" 20 ||
+		die "standalone hakd did not come up"
+}
+
+# ---- QEMU ------------------------------------------------------------------------------------
+# qmp.py SOCKET COMMAND [JSON-ARGUMENTS]: one QMP command on a fresh monitor connection (greeting,
+# qmp_capabilities, the command; events are skipped); prints its return value as JSON.
+cat >"$DIR/qmp.py" <<'EOF'
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(30)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+
+def recv():
+    while True:
+        line = f.readline()
+        if not line:
+            sys.exit("qmp: the monitor closed the connection")
+        m = json.loads(line)
+        if "event" not in m:
+            return m
+
+def call(cmd, args):
+    f.write(json.dumps({"execute": cmd, "arguments": args}) + "\n")
+    f.flush()
+    m = recv()
+    if "error" in m:
+        sys.exit("qmp: %s: %s" % (cmd, m["error"].get("desc", m["error"])))
+    return m["return"]
+
+recv()  # the greeting
+call("qmp_capabilities", {})
+print(json.dumps(call(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})))
+EOF
+
+qmp() {
+	timeout 40 "$PYTHON" "$DIR/qmp.py" "$DIR/qsd.qmp" "$@" 2>>"$DIR/qmp.log"
+}
+
+# mirror_state: the mirror job's status ("ready" once source and target are in sync), or
+# "gone" when the job no longer exists (it failed).
+mirror_state() {
+	qmp query-block-jobs | jq -r '(map(select(.device == "m0")) | .[0].status) // "gone"'
+}
+
+# qemu_start: qemu-nbd with beta's file in beta's namespace (CPU 1); qemu-storage-daemon in
+# alpha's (CPU 0) exporting alpha's file on DIR/qemu.nbd, mirroring it to qemu-nbd; returns once
+# the mirror job is ready.
+qemu_start() {
+	local st i
+	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" qemu-nbd -f raw -x db -b 192.0.2.2 \
+		-p "$QNBD_PORT" -t --cache=writeback --aio=threads --discard=unmap "$DIR/beta.img" \
+		</dev/null >>"$DIR/qemu-nbd.log" 2>&1 &
+	PIDS[qemu-nbd]=$!
+	wait_until "[[ -n \$(ip netns exec $NS_beta ss -Hltn 'sport = :$QNBD_PORT') ]]" 20 ||
+		die "qemu-nbd does not listen on 192.0.2.2:$QNBD_PORT"
+	ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" qemu-storage-daemon \
+		--blockdev "driver=file,node-name=src,filename=$DIR/alpha.img,aio=threads,cache.direct=off" \
+		--nbd-server "addr.type=unix,addr.path=$DIR/qemu.nbd" \
+		--export type=nbd,id=exp0,node-name=src,name=db,writable=on \
+		--chardev "socket,id=qmp0,path=$DIR/qsd.qmp,server=on,wait=off" \
+		--monitor chardev=qmp0 </dev/null >>"$DIR/qsd.log" 2>&1 &
+	PIDS[qsd]=$!
+	wait_until "[[ -S $DIR/qemu.nbd && -S $DIR/qsd.qmp ]]" 20 ||
+		die "qemu-storage-daemon did not come up"
+	qmp blockdev-add "{\"driver\": \"nbd\", \"node-name\": \"tgt\", \"export\": \"db\",
+		\"server\": {\"type\": \"inet\", \"host\": \"192.0.2.2\", \"port\": \"$QNBD_PORT\"}}" \
+		>/dev/null || die "blockdev-add of the nbd target failed"
+	qmp blockdev-mirror '{"job-id": "m0", "device": "src", "target": "tgt", "sync": "full",
+		"copy-mode": "write-blocking"}' >/dev/null || die "blockdev-mirror failed"
+	for ((i = 0; i < 3000; i++)); do
+		st=$(mirror_state) || die "query-block-jobs failed"
+		[[ $st == ready ]] && break
+		[[ $st == @(running|created) ]] || die "the mirror job is $st, not running"
+		sleep 0.1
+	done
+	[[ $st == ready ]] || die "the mirror job is not ready after 300 s"
+}
+
+qemu_stop() {
+	# The job is still ready (not cancelled while the database ran: a write-blocking mirror
+	# that failed would have left it concluded or gone).
+	[[ $(mirror_state) == ready ]] || echo "bench: the mirror job ended early: $(mirror_state)" >&2
+	stop_proc qsd
+	stop_proc qemu-nbd
+}
+
+# ---- the stack above the volume --------------------------------------------------------------
+# attach SOCKET: nbdfuse on the volume's NBD socket (as the group's attach resource does), a loop
+# device on its file; sets LOOPDEV.
+attach() {
+	rm -f "$DIR/nbdfuse.pid"
+	taskset -c "$CPU_PRIMARY" nbdfuse -P "$DIR/nbdfuse.pid" "$DIR/fuse/disk" \
+		"nbd+unix:///db?socket=$1" </dev/null >>"$DIR/nbdfuse.log" 2>&1 &
+	PIDS[nbdfuse]=$!
+	wait_until "[[ -s $DIR/nbdfuse.pid ]]" 20 || die "nbdfuse did not serve $1 within 20 s"
+	LOOPDEV=$(losetup -f --show "$DIR/fuse/disk") || die "losetup on nbdfuse's file failed"
+}
+
+# pg_start: a fresh database cluster on the mounted volume, started pinned to CPU 0.
+pg_start() {
+	install -d -o postgres "$DIR/mnt/data" "$DIR/pgsock"
+	install -m 644 -o postgres /dev/null "$DIR/pg.log"
+	timeout 300 runuser -u postgres -- "$PGBIN/initdb" -A trust -U postgres -D "$DIR/mnt/data" \
+		>>"$DIR/initdb.log" 2>&1 || die "initdb failed"
+	cat >>"$DIR/mnt/data/postgresql.conf" <<EOF
+port = $PGPORT
+listen_addresses = ''
+unix_socket_directories = '$DIR/pgsock'
+fsync = on
+synchronous_commit = on
+shared_buffers = 128MB
+max_connections = 100
+max_wal_size = 1GB
+EOF
+	taskset -c "$CPU_PRIMARY" timeout 120 runuser -u postgres -- "$PGBIN/pg_ctl" \
+		-D "$DIR/mnt/data" -w -t 60 -l "$DIR/pg.log" start >>"$DIR/pg_ctl.log" 2>&1 ||
+		die "PostgreSQL did not start"
+	PG_PID=$(head -n 1 "$DIR/mnt/data/postmaster.pid")
+}
+
+psql_c() {
+	timeout 300 psql -h "$DIR/pgsock" -p "$PGPORT" -U postgres -d postgres -Atq -v ON_ERROR_STOP=1 \
+		-c "$1"
+}
+
+# cpu_busy: busy ticks (everything but idle and iowait) of CPU 0 and CPU 1: "c0 c1".
+cpu_busy() {
+	awk '$1 == "cpu0" || $1 == "cpu1" {b[$1] = $2 + $3 + $4 + $7 + $8 + $9}
+		END {print b["cpu0"], b["cpu1"]}' /proc/stat
+}
+
+# proc_cpu_ticks PID: utime + stime (0 without PID).
+proc_cpu_ticks() {
+	local s
+	[[ -n $1 ]] || {
+		echo 0
+		return
+	}
+	s=$(cat "/proc/$1/stat")
+	s=${s##*) }
+	awk '{print $12 + $13}' <<<"$s"
+}
+
+declare -A TPS=() CPU0=() CPU1=() INIT=() # "config clients" or config -> per-round values
+
+# run_pgbench CONFIG N: one timed run with N clients; appends to TPS, CPU0 and CPU1.
+run_pgbench() {
+	local cfg=$1 n=$2 c0 c1 b0 c0b c1b b1 tps tx us0 us1
+	[[ $cfg == @(async|memsync|sync) ]] && pair_quiesce
+	psql_c CHECKPOINT || die "CHECKPOINT failed"
+	read -r c0 c1 < <(cpu_busy)
+	b0=$(proc_cpu_ticks "${PIDS[busy]:-}")
+	timeout $((T * 3 + 120)) taskset -c "$CPU_PRIMARY" pgbench -n -M prepared -c "$n" -j 4 \
+		-T "$T" -h "$DIR/pgsock" -p "$PGPORT" -U postgres postgres \
+		>"$DIR/pgbench.out" 2>>"$DIR/pgbench.log" || {
+		cat "$DIR/pgbench.out" >>"$DIR/pgbench.log"
+		die "pgbench -c $n failed against $cfg"
+	}
+	read -r c0b c1b < <(cpu_busy)
+	b1=$(proc_cpu_ticks "${PIDS[busy]:-}")
+	tps=$(awk '/^tps = / {printf "%.1f", $3; exit}' "$DIR/pgbench.out")
+	tx=$(awk -F': *' '/^number of transactions actually processed/ {print $2 + 0; exit}' \
+		"$DIR/pgbench.out")
+	if [[ -z $tps || -z $tx ]] || ((tx == 0)); then
+		cat "$DIR/pgbench.out" >>"$DIR/pgbench.log"
+		die "pgbench -c $n against $cfg processed no transaction"
+	fi
+	us0=$(awk -v a="$c0" -v b="$c0b" -v n="$tx" -v t="$CLK_TCK" 'BEGIN {printf "%.1f", (b - a) * 1e6 / t / n}')
+	us1=$(awk -v a="$c1" -v b="$c1b" -v x="$((b1 - b0))" -v n="$tx" -v t="$CLK_TCK" \
+		'BEGIN {v = b - a - x; if (v < 0) v = 0; printf "%.1f", v * 1e6 / t / n}')
+	TPS["$cfg $n"]+="$tps "
+	CPU0["$cfg $n"]+="$us0 "
+	CPU1["$cfg $n"]+="$us1 "
+	echo "bench: $cfg -c $n: $tps TPS, $tx transactions, CPU us per transaction: CPU 0 $us0," \
+		"CPU 1 $us1" >&2
+}
+
+# run_config CONFIG: one round of CONFIG: set up, init timed, a run per client count, torn down.
+run_config() {
+	local cfg=$1 sock n t0 t1 secs
+	for n in alpha beta; do
+		rm -f "$DIR/$n.img"
+		truncate -s "$SIZE" "$DIR/$n.img"
+	done
+	case $cfg in
+	standalone)
+		standalone_start
+		sock=$DIR/standalone.nbd
+		;;
+	async | memsync | sync)
+		pair_start "$cfg"
+		sock=$DIR/alpha.nbd
+		;;
+	qemu)
+		qemu_start
+		sock=$DIR/qemu.nbd
+		;;
+	*) die "unknown configuration $cfg" ;;
+	esac
+	attach "$sock"
+	# Everything initialised now (no lazy init writing behind the benchmark's back); no discard
+	# of a device that is all holes anyway.
+	timeout 600 mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0,nodiscard "$LOOPDEV" \
+		>>"$DIR/mkfs.log" 2>&1 || die "mkfs.ext4 on $LOOPDEV ($cfg) failed"
+	mount -t ext4 "$LOOPDEV" "$DIR/mnt" || die "mounting $LOOPDEV ($cfg) failed"
+	pg_start
+	t0=$EPOCHREALTIME
+	timeout 1800 taskset -c "$CPU_PRIMARY" pgbench -i -q -s "$SCALE" -h "$DIR/pgsock" -p "$PGPORT" \
+		-U postgres postgres >>"$DIR/pgbench-init.log" 2>&1 || die "pgbench -i failed against $cfg"
+	t1=$EPOCHREALTIME
+	secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+	INIT[$cfg]+="$secs "
+	echo "bench: $cfg: pgbench -i -s $SCALE took $secs s" >&2
+	for n in "${NCLIENTS[@]}"; do
+		run_pgbench "$cfg" "$n"
+	done
+	pg_stop
+	detach
+	case $cfg in
+	standalone) stop_proc standalone ;;
+	qemu) qemu_stop ;;
+	*)
+		for n in alpha beta; do
+			stop_proc "$n"
+			((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
+		done
+		;;
+	esac
+}
+
+# median FORMAT VALUES...
+median() {
+	local fmt=$1
+	shift
+	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
+		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+
+ratio() {
+	awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}'
+}
+
+if ((BUSY_PEER)); then
+	taskset -c "$CPU_SECONDARY" sh -c 'while :; do :; done' </dev/null >/dev/null 2>&1 &
+	PIDS[busy]=$!
+fi
+echo "bench: $ROUNDS rounds of ${CONFIGS[*]}; clients $CLIENTS, ${T}s each, scale $SCALE," \
+	"$SIZE files on $DIR, hakd $HAKD (engine $IO_ENGINE), busy peer $BUSY_PEER," \
+	"namespaces $NS_alpha $NS_beta" >&2
+echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for ((r = 0; r < ROUNDS; r++)); do
+	for ((i = 0; i < ${#CONFIGS[@]}; i++)); do
+		run_config "${CONFIGS[$(((i + r) % ${#CONFIGS[@]}))]}"
+	done
+	echo "bench: round $((r + 1)) done; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+stop_proc busy
+echo "bench: load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if [[ -f $DIR/alpha.log ]]; then
+	n=$(grep -c 'async send buffer is full' "$DIR/alpha.log" || true)
+	((n == 0)) || echo "bench: the async send buffer overflowed $n times (see alpha.log)" >&2
+fi
+
+# ---- results ---------------------------------------------------------------------------------
+mkdir -p "$OUT_DIR"
+name=pgbench
+((BUSY_PEER)) && name=pgbench-busy
+MD=$OUT_DIR/$name.md
+DAT=$DIR/$name.dat
+{
+	echo "# pgbench on hak: TPS (ratio to standalone) and CPU us per transaction (CPU 0 / CPU 1)"
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -r), scale $SCALE, ${T}s per run, median of" \
+		"$ROUNDS rounds, busy peer $BUSY_PEER, $(basename "$HAK_BUILD") hakd"
+	echo
+	printf '| clients |'
+	printf ' %s |' "${CONFIGS[@]}"
+	echo
+	printf '| ---: |'
+	printf ' ---: |%.0s' "${CONFIGS[@]}"
+	echo
+} >"$MD"
+printf 'clients' >"$DAT"
+printf ' %s' "${CONFIGS[@]}" >>"$DAT"
+echo >>"$DAT"
+for n in "${NCLIENTS[@]}"; do
+	sa=""
+	# shellcheck disable=SC2086
+	[[ -n ${TPS["standalone $n"]:-} ]] && sa=$(median %.1f ${TPS["standalone $n"]})
+	row="| $n |"
+	printf '%s' "$n" >>"$DAT"
+	for c in "${CONFIGS[@]}"; do
+		# shellcheck disable=SC2086
+		v=$(median %.1f ${TPS["$c $n"]})
+		# shellcheck disable=SC2086
+		a=$(median %.1f ${CPU0["$c $n"]})
+		# shellcheck disable=SC2086
+		b=$(median %.1f ${CPU1["$c $n"]})
+		rt=$(ratio "$v" "${sa:-0}")
+		echo "RESULT pgbench clients=$n config=$c tps=$v ratio=$rt cpu0_us=$a cpu1_us=$b"
+		row+=" $v ($rt) $a / $b |"
+		printf ' %s' "$v" >>"$DAT"
+	done
+	echo "$row" >>"$MD"
+	echo >>"$DAT"
+done
+sa=""
+# shellcheck disable=SC2086
+[[ -n ${INIT[standalone]:-} ]] && sa=$(median %.2f ${INIT[standalone]})
+row="| init (s) |"
+for c in "${CONFIGS[@]}"; do
+	# shellcheck disable=SC2086
+	v=$(median %.2f ${INIT[$c]})
+	rt=$(ratio "${sa:-0}" "$v")
+	echo "RESULT pgbench_init config=$c seconds=$v ratio=$rt"
+	row+=" $v ($rt) |"
+done
+{
+	echo "$row"
+	echo
+	echo "init: \`pgbench -i -s $SCALE\` seconds (ratio: standalone's seconds / these: higher is better)."
+} >>"$MD"
+gnuplot <<EOF 2>>"$DIR/gnuplot.log" || die "gnuplot failed"
+set terminal svg size 800,500 dynamic background rgb 'white'
+set output '$OUT_DIR/$name.svg'
+set title "pgbench -M prepared, scale $SCALE, ${T}s, median of $ROUNDS (busy peer: $BUSY_PEER)" noenhanced
+set xlabel 'clients'
+set ylabel 'TPS'
+set yrange [0:*]
+set key outside right top noenhanced
+set grid
+plot for [i=2:$((${#CONFIGS[@]} + 1))] '$DAT' using 1:i with linespoints title columnheader(i)
+EOF
+echo >&2
+cat "$MD" >&2
+echo "bench: wrote $MD and $OUT_DIR/$name.svg" >&2
