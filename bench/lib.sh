@@ -1,4 +1,6 @@
-# Shared by the replication benchmarks; sourced after they define DIR, HAKCTL, hk, repl and die.
+# Shared by the benchmarks (replication.sh, resync_rate.sh, pgbench.sh): sourced at the top; the
+# functions use what the script defines before calling them: DIR, HAKCTL, PIDS (name -> pid of
+# a process the script started), repl and die.
 
 # full_resync_seconds: promotes alpha with --force (fresh metadata on both, connected) and sets
 # RS_SECONDS to the seconds from the promotion until beta reports the end of its resync, then checks beta is
@@ -25,4 +27,59 @@ full_resync_seconds() {
 	[[ $(repl beta disk) == UpToDate ]] ||
 		die "beta's resync ended but its disk is $(repl beta disk), not UpToDate"
 	RS_SECONDS=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')
+}
+
+# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
+alive() {
+	local s
+	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+	s=${s##*) }
+	[[ ${s%% *} != [ZX] ]]
+}
+
+# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
+stop_proc() {
+	local name=$1 pid=${PIDS[$1]:-} i
+	STOP_RC=0
+	[[ -n $pid ]] || return 0
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 200; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
+		kill -KILL "$pid" 2>/dev/null || true
+	fi
+	wait "$pid" 2>/dev/null || STOP_RC=$?
+	unset "PIDS[$name]"
+}
+
+# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
+wait_until() {
+	local end=$(($(date +%s%N) + $2 * 1000000000))
+	until eval "$1" >/dev/null 2>&1; do
+		(($(date +%s%N) < end)) || return 1
+		sleep 0.1
+	done
+}
+
+hk() {
+	local n=$1
+	shift
+	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
+}
+
+# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
+quiet() {
+	hk alpha status --json | jq -e '.volumes[0].replication |
+		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
+}
+
+# median FORMAT VALUES...
+median() {
+	local fmt=$1
+	shift
+	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
+		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }

@@ -41,6 +41,8 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
+# shellcheck source=bench/lib.sh
+. "$REPO/bench/lib.sh"
 if [[ -n ${SMOKE:-} && ${SMOKE:-0} != 0 ]]; then
 	CLIENTS=${CLIENTS:-16}
 	T=${T:-3}
@@ -105,41 +107,6 @@ declare -A PIDS=() # name -> pid of a process this script started
 NS_MADE=0
 LOOPDEV=""
 PG_PID=""
-
-# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
-alive() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	[[ ${s%% *} != [ZX] ]]
-}
-
-# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
-stop_proc() {
-	local name=$1 pid=${PIDS[$1]:-} i
-	STOP_RC=0
-	[[ -n $pid ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 200; i++)); do
-		alive "$pid" || break
-		sleep 0.1
-	done
-	if alive "$pid"; then
-		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || STOP_RC=$?
-	unset "PIDS[$name]"
-}
-
-# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
-wait_until() {
-	local end=$(($(date +%s%N) + $2 * 1000000000))
-	until eval "$1" >/dev/null 2>&1; do
-		(($(date +%s%N) < end)) || return 1
-		sleep 0.1
-	done
-}
 
 # pg_stop: PostgreSQL down (fast shutdown; its postmaster killed if that does not work).
 pg_stop() {
@@ -253,12 +220,6 @@ volume db {
 EOF
 }
 
-hk() {
-	local n=$1
-	shift
-	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
-}
-
 repl() {
 	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
 }
@@ -288,12 +249,6 @@ pair_start() {
 			die "$n is not Connected after 20 s (link $(repl "$n" link))"
 	done
 	hk alpha primary db >/dev/null || die "promoting alpha failed"
-}
-
-# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
-quiet() {
-	hk alpha status --json | jq -e '.volumes[0].replication |
-		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
 }
 
 pair_quiesce() {
@@ -537,14 +492,6 @@ run_config() {
 		done
 		;;
 	esac
-}
-
-# median FORMAT VALUES...
-median() {
-	local fmt=$1
-	shift
-	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
-		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
 ratio() {

@@ -88,32 +88,6 @@ DIR=/var/tmp/hak-bench-repl.$SID
 mkdir -p "$DIR"
 declare -A PIDS=() # name -> pid of a process this script started
 
-# alive PID: true while PID runs; a zombie (our child not yet waited for) counts as dead.
-alive() {
-	local s
-	s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-	s=${s##*) }
-	[[ ${s%% *} != [ZX] ]]
-}
-
-# stop_proc NAME: SIGTERM, SIGKILL after 20 s; sets STOP_RC to the exit status.
-stop_proc() {
-	local name=$1 pid=${PIDS[$1]:-} i
-	STOP_RC=0
-	[[ -n $pid ]] || return 0
-	kill -TERM "$pid" 2>/dev/null || true
-	for ((i = 0; i < 200; i++)); do
-		alive "$pid" || break
-		sleep 0.1
-	done
-	if alive "$pid"; then
-		echo "bench: $name (pid $pid) still runs 20 s after SIGTERM; killing it" >&2
-		kill -KILL "$pid" 2>/dev/null || true
-	fi
-	wait "$pid" 2>/dev/null || STOP_RC=$?
-	unset "PIDS[$name]"
-}
-
 cleanup() {
 	local rc=$? name
 	set +e
@@ -199,24 +173,9 @@ volume db {
 EOF
 }
 
-hk() {
-	local n=$1
-	shift
-	timeout 20 "$HAKCTL" --control "$DIR/$n.ctl" "$@"
-}
-
 # repl NODE FIELD: a field of NODE's replication status.
 repl() {
 	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
-}
-
-# wait_until CMD TIMEOUT_S: poll CMD every 0.1 s.
-wait_until() {
-	local end=$(($(date +%s%N) + $2 * 1000000000))
-	until eval "$1" >/dev/null 2>&1; do
-		(($(date +%s%N) < end)) || return 1
-		sleep 0.1
-	done
 }
 
 # start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
@@ -252,12 +211,6 @@ pair_stop() {
 		stop_proc "$n"
 		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
 	done
-}
-
-# quiet: alpha has nothing in flight or out of sync and is plainly Connected.
-quiet() {
-	hk alpha status --json | jq -e '.volumes[0].replication |
-		.in_flight_writes == 0 and .out_of_sync_bytes == 0 and .link == "Connected"'
 }
 
 # pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
@@ -305,14 +258,6 @@ run_fio() {
 	jq -r '.jobs[0] | "\(.read.iops + .write.iops | floor)" +
 		" \((.write.lat_ns.mean / 100 | floor) / 10)" +
 		" \(((.sync.lat_ns.mean // 0) / 100 | floor) / 10)"' "$out"
-}
-
-# median FORMAT VALUES...
-median() {
-	local fmt=$1
-	shift
-	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
-		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
 
 # name | fio arguments
