@@ -49,61 +49,58 @@ bad:
 	return -1;
 }
 
-int net_listen(const char *addr, unsigned port_offset)
+/* Close fd after a failure, keeping the failure's errno: -1. */
+static int net_fail(int fd)
 {
-	struct addrinfo *ai = NULL;
-	int fd = -1, one = 1, saved;
-	if (net_resolve(addr, port_offset, 1, &ai) < 0)
-		return -1;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0)
-		goto fail;
-	freeaddrinfo(ai);
-	return fd;
-fail:
-	saved = errno;
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
+	int saved = errno;
+	close(fd);
 	errno = saved;
 	return -1;
+}
+
+/* A non-blocking TCP socket for addr, resolved into *ai (freed by the caller): fd, or -1. */
+static int net_socket(const char *addr, unsigned port_offset, int passive, struct addrinfo **ai)
+{
+	if (net_resolve(addr, port_offset, passive, ai) < 0) {
+		*ai = NULL;
+		return -1;
+	}
+	return socket((*ai)->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+int net_listen(const char *addr, unsigned port_offset)
+{
+	struct addrinfo *ai;
+	int one = 1, fd = net_socket(addr, port_offset, 1, &ai);
+	if (fd >= 0) {
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 16) < 0)
+			fd = net_fail(fd);
+	}
+	if (ai)
+		freeaddrinfo(ai);
+	return fd;
 }
 
 int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
                 void (*prepare)(int fd))
 {
-	struct addrinfo *ai = NULL, *bai = NULL;
-	int fd = -1, saved;
-	if (net_resolve(addr, port_offset, 0, &ai) < 0)
-		return -1;
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		goto fail;
-	if (bind_host) {
+	struct addrinfo *ai, *bai = NULL;
+	int fd = net_socket(addr, port_offset, 0, &ai);
+	if (fd >= 0 && bind_host) {
 		/* Leave from our own address so the peer can check who we are and the traffic
 		 * follows the configured path. */
 		struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = ai->ai_family};
 		if (getaddrinfo(bind_host, NULL, &hints, &bai) == 0)
 			(void)!bind(fd, bai->ai_addr, bai->ai_addrlen);
 	}
-	if (prepare)
+	if (fd >= 0 && prepare)
 		prepare(fd);
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS)
-		goto fail;
-	freeaddrinfo(ai);
+	if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS)
+		fd = net_fail(fd);
+	if (ai)
+		freeaddrinfo(ai);
 	if (bai)
 		freeaddrinfo(bai);
 	return fd;
-fail:
-	saved = errno;
-	if (fd >= 0)
-		close(fd);
-	freeaddrinfo(ai);
-	if (bai)
-		freeaddrinfo(bai);
-	errno = saved;
-	return -1;
 }
