@@ -153,6 +153,10 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJ)
 	@mkdir -p $(dir $@)
 	$(call echo_cmd,CLANG,$@)clang $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJ) $(LIBS)
 
+# The objects are kept: without this make deletes them as intermediates and every fuzz-build
+# compiles the whole daemon again.
+.SECONDARY: $(FUZZ_OBJ)
+
 -include $(FUZZ_OBJ:.o=.d)
 
 # make fuzz: build the harnesses and run each for FUZZ_TIME seconds on a scratch corpus.
