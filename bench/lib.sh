@@ -83,3 +83,63 @@ median() {
 	printf '%s\n' "$@" | sort -g | awk -v f="$fmt" '{v[NR] = $1}
 		END {printf f "\n", (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
 }
+
+# die MESSAGE: say it, with the last lines of every log in DIR, and exit 1 (the EXIT trap
+# cleans up).
+die() {
+	local f
+	echo "bench: $*" >&2
+	for f in "$DIR"/*.log; do
+		[[ -s $f ]] || continue
+		echo "--- last lines of $f:" >&2
+		tail -n 20 "$f" >&2
+	done
+	exit 1
+}
+
+# bench_teardown: what every benchmark's EXIT trap ends with: stop the processes it started
+# (PIDS), delete its namespaces (NS_alpha, NS_beta), remove DIR unless HAK_KEEP_WORK is set.
+bench_teardown() {
+	local name
+	for name in "${!PIDS[@]}"; do
+		stop_proc "$name"
+	done
+	if [[ -n ${NS_alpha:-} ]]; then
+		ip netns del "$NS_alpha" 2>/dev/null
+	fi
+	if [[ -n ${NS_beta:-} ]]; then
+		ip netns del "$NS_beta" 2>/dev/null
+	fi
+	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
+		echo "bench: keeping $DIR" >&2
+	else
+		rm -rf "$DIR"
+	fi
+}
+
+# bench_net PREFIX [rps]: the two "machines", namespaces NS_alpha (192.0.2.1) and NS_beta
+# (192.0.2.2) joined by a veth pair named PREFIXa-SID / PREFIXb-SID. With rps, each side
+# receives on its own node's CPU (CPU_PRIMARY, CPU_SECONDARY): a veth hands each packet to the
+# receiver's stack on the SENDING CPU, so without it the secondary's whole TCP receive path
+# would be billed to the primary's CPU, where two real machines each receive on their own.
+bench_net() {
+	local a=$1a-$SID b=$1b-$SID ns
+	ip netns add "$NS_alpha"
+	ip netns add "$NS_beta"
+	ip link add "$a" type veth peer name "$b"
+	ip link set "$a" netns "$NS_alpha"
+	ip link set "$b" netns "$NS_beta"
+	ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "$a"
+	ip -n "$NS_beta" addr add 192.0.2.2/24 dev "$b"
+	for ns in "$NS_alpha" "$NS_beta"; do
+		ip -n "$ns" link set lo up
+	done
+	ip -n "$NS_alpha" link set "$a" up
+	ip -n "$NS_beta" link set "$b" up
+	if [[ ${2:-} == rps ]]; then
+		ip netns exec "$NS_alpha" sh -c \
+			"echo $((1 << CPU_PRIMARY)) >/sys/class/net/$a/queues/rx-0/rps_cpus"
+		ip netns exec "$NS_beta" sh -c \
+			"echo $((1 << CPU_SECONDARY)) >/sys/class/net/$b/queues/rx-0/rps_cpus"
+	fi
+}

@@ -104,7 +104,6 @@ PGPORT=$((20000 + RANDOM % 20000))
 mkdir -p "$DIR" "$DIR/fuse" "$DIR/mnt"
 chmod 755 "$DIR" # PostgreSQL (user postgres) writes its log and socket here
 declare -A PIDS=() # name -> pid of a process this script started
-NS_MADE=0
 LOOPDEV=""
 PG_PID=""
 
@@ -143,57 +142,20 @@ detach() {
 }
 
 cleanup() {
-	local rc=$? name
+	local rc=$?
 	set +e
 	trap - EXIT
 	pg_stop
 	detach
-	for name in "${!PIDS[@]}"; do
-		stop_proc "$name"
-	done
-	if ((NS_MADE)); then
-		ip netns del "$NS_alpha" 2>/dev/null
-		ip netns del "$NS_beta" 2>/dev/null
-	fi
-	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
-		echo "bench: keeping $DIR" >&2
-	else
-		rm -rf "$DIR"
-	fi
+	bench_teardown
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-die() {
-	local f
-	echo "bench: $*" >&2
-	for f in "$DIR"/*.log; do
-		[[ -s $f ]] || continue
-		echo "--- last lines of $f:" >&2
-		tail -n 15 "$f" >&2
-	done
-	exit 1
-}
-
 # ---- the two "machines" ----------------------------------------------------------------------
-ip netns add "$NS_alpha"
-NS_MADE=1
-ip netns add "$NS_beta"
-ip link add "pga-$SID" type veth peer name "pgb-$SID"
-ip link set "pga-$SID" netns "$NS_alpha"
-ip link set "pgb-$SID" netns "$NS_beta"
-ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "pga-$SID"
-ip -n "$NS_beta" addr add 192.0.2.2/24 dev "pgb-$SID"
-for ns in "$NS_alpha" "$NS_beta"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$NS_alpha" link set "pga-$SID" up
-ip -n "$NS_beta" link set "pgb-$SID" up
-# Each side receives on its own node's CPU (see bench/replication.sh).
-ip netns exec "$NS_alpha" sh -c "echo $((1 << CPU_PRIMARY)) >/sys/class/net/pga-$SID/queues/rx-0/rps_cpus"
-ip netns exec "$NS_beta" sh -c "echo $((1 << CPU_SECONDARY)) >/sys/class/net/pgb-$SID/queues/rx-0/rps_cpus"
+bench_net pg rps
 
 # ---- hakd ------------------------------------------------------------------------------------
 # write_config NODE MODE

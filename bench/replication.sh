@@ -89,55 +89,18 @@ mkdir -p "$DIR"
 declare -A PIDS=() # name -> pid of a process this script started
 
 cleanup() {
-	local rc=$? name
+	local rc=$?
 	set +e
 	trap - EXIT
-	for name in "${!PIDS[@]}"; do
-		stop_proc "$name"
-	done
-	ip netns del "$NS_alpha" 2>/dev/null
-	ip netns del "$NS_beta" 2>/dev/null
-	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
-		echo "bench: keeping $DIR" >&2
-	else
-		rm -rf "$DIR"
-	fi
+	bench_teardown
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-die() {
-	local f
-	echo "bench: $*" >&2
-	for f in "$DIR"/*.log; do
-		[[ -f $f ]] || continue
-		echo "--- last lines of $f:" >&2
-		tail -n 20 "$f" >&2
-	done
-	exit 1
-}
-
 # ---- the two "machines" ----------------------------------------------------------------------
-ip netns add "$NS_alpha"
-ip netns add "$NS_beta"
-ip link add "rba-$SID" type veth peer name "rbb-$SID"
-ip link set "rba-$SID" netns "$NS_alpha"
-ip link set "rbb-$SID" netns "$NS_beta"
-ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "rba-$SID"
-ip -n "$NS_beta" addr add 192.0.2.2/24 dev "rbb-$SID"
-for ns in "$NS_alpha" "$NS_beta"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$NS_alpha" link set "rba-$SID" up
-ip -n "$NS_beta" link set "rbb-$SID" up
-# A veth hands each packet to the receiver's stack on the SENDING CPU, so without this the
-# secondary's whole TCP receive path would be billed to CPU 0 (the primary's): two machines each
-# receive on their own CPUs. Receive packet steering puts each side's receive processing on its
-# own node's CPU; the plain TCP copy below runs over the same steering.
-ip netns exec "$NS_alpha" sh -c "echo $((1 << CPU_PRIMARY)) >/sys/class/net/rba-$SID/queues/rx-0/rps_cpus"
-ip netns exec "$NS_beta" sh -c "echo $((1 << CPU_SECONDARY)) >/sys/class/net/rbb-$SID/queues/rx-0/rps_cpus"
+bench_net rb rps
 
 # Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
 # which would make it look faster than it is.

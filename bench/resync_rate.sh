@@ -56,49 +56,18 @@ mkdir -p "$DIR"
 declare -A PIDS=() # name -> pid of a process this script started
 
 cleanup() {
-	local rc=$? name
+	local rc=$?
 	set +e
 	trap - EXIT
-	for name in "${!PIDS[@]}"; do
-		stop_proc "$name"
-	done
-	ip netns del "$NS_alpha" 2>/dev/null
-	ip netns del "$NS_beta" 2>/dev/null
-	if [[ -n ${HAK_KEEP_WORK:-} ]]; then
-		echo "bench: keeping $DIR" >&2
-	else
-		rm -rf "$DIR"
-	fi
+	bench_teardown
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-die() {
-	local f
-	echo "bench: $*" >&2
-	for f in "$DIR"/*.log; do
-		[[ -f $f ]] || continue
-		echo "--- last lines of $f:" >&2
-		tail -n 20 "$f" >&2
-	done
-	exit 1
-}
-
 # ---- the two "machines" ----------------------------------------------------------------------
-ip netns add "$NS_alpha"
-ip netns add "$NS_beta"
-ip link add "rra-$SID" type veth peer name "rrb-$SID"
-ip link set "rra-$SID" netns "$NS_alpha"
-ip link set "rrb-$SID" netns "$NS_beta"
-ip -n "$NS_alpha" addr add 192.0.2.1/24 dev "rra-$SID"
-ip -n "$NS_beta" addr add 192.0.2.2/24 dev "rrb-$SID"
-for ns in "$NS_alpha" "$NS_beta"; do
-	ip -n "$ns" link set lo up
-done
-ip -n "$NS_alpha" link set "rra-$SID" up
-ip -n "$NS_beta" link set "rrb-$SID" up
+bench_net rr
 
 # Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
 # which would make it look faster than it is.
