@@ -32,6 +32,16 @@
 #                                         ack over the same veth, same CPUs, the receiver writing
 #                                         it into beta.img; tests/tools/hak-rtt, blocking sockets:
 #                                         the floor under what sync adds at QD1)
+#   RESULT commit_path workload=<fsync4k_jN> mode=<mode> run=<k> total_us=<t> local_us=<l>
+#          peer_us=<p> peer_last_pct=<q> bar_writes_us=<w> bar_queue_us=<u> bar_fsync_us=<f>
+#          bar_total_us=<b> barriers_per_fsync=<n>
+#                                        (a replicated FLUSH, step by step, from hakd's own
+#                                         histograms over the run: on alpha, the mean time from
+#                                         a FLUSH's arrival until its local fdatasync finished, its
+#                                         barrier was acknowledged, and the client was answered,
+#                                         and how often the peer finished last; on beta, per
+#                                         barrier, the wait for the writes before it, for a flush
+#                                         already running, the fdatasync, and arrival to ack)
 #   RESULT cpu_us_per_write mode=sync primary=<x> secondary=<y> (utime+stime per write, QD32 4K)
 #   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
 #                                                                promote to beta UpToDate, versus
@@ -279,9 +289,29 @@ warm_cache() {
 	cat "$DIR/alpha.img" >/dev/null
 }
 
+# commit_snap: alpha's FLUSH latencies and beta's barrier latencies now, one JSON line.
+commit_snap() {
+	jq -c -n --argjson a "$(hk alpha status --json)" --argjson b "$(hk beta status --json)" \
+		'{flush: $a.volumes[0].latency.flush, bar: $b.volumes[0].replication.barrier_latency}'
+}
+
+# commit_path BEFORE AFTER: the mean of every step between two commit_snap samples, as key=value.
+commit_path() {
+	jq -r -n --argjson x "$1" --argjson y "$2" '
+		def n(p): ($y | p.count) - ($x | p.count);
+		def m(p): n(p) as $c | if $c > 0 then
+			((($y | p.sum_us) - ($x | p.sum_us)) / $c * 10 | round / 10) else 0 end;
+		(n(.flush.total)) as $f | (n(.bar.fsync)) as $s |
+		"total_us=\(m(.flush.total)) local_us=\(m(.flush.local)) peer_us=\(m(.flush.peer))" +
+		" peer_last_pct=\(if $f > 0 then (($y.flush.peer_last - $x.flush.peer_last) * 100 / $f | round) else 0 end)" +
+		" bar_writes_us=\(m(.bar.writes)) bar_queue_us=\(m(.bar.queue))" +
+		" bar_fsync_us=\(m(.bar.fsync)) bar_total_us=\(m(.bar.total))" +
+		" barriers_per_fsync=\(if $s > 0 then (n(.bar.total) / $s * 100 | round / 100) else 0 end)"'
+}
+
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0=
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
@@ -301,6 +331,7 @@ run_config() {
 			w0=$(hk alpha status --json | jq '.volumes[0].requests.write')
 		fi
 		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
+		[[ $cfg == standalone || $name != fsync4k_* ]] || cp0=$(commit_snap)
 		res=$(run_fio "$cfg" "$name" "$args")
 		read -r r_iops r_lat r_flush <<<"$res"
 		IOPS["$cfg $name"]+="$r_iops "
@@ -314,6 +345,10 @@ run_config() {
 				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
 		fi
 		echo "bench: $name $cfg: $r_iops IOPS, mean latency $r_lat us, flush $r_flush us" >&2
+		if [[ -n $cp0 ]]; then
+			echo "RESULT commit_path workload=$name mode=$cfg run=$((r + 1)) $(commit_path "$cp0" "$(commit_snap)")"
+			cp0=
+		fi
 		if [[ $cfg != standalone ]]; then
 			# Packets per write on the replication link: each one costs the primary's CPU.
 			read -r tx1 rx1 < <(net_packets)

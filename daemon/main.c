@@ -23,6 +23,7 @@
 #include "ctl/control.h"
 #include "cluster/groupctl.h"
 #include "ctl/events.h"
+#include "ctl/statjson.h"
 #include "lib/testhook.h"
 #include "io/io.h"
 #include "lib/log.h"
@@ -297,6 +298,20 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	    (json_int_t)vs.errors, "invalid_requests", (json_int_t)ns.invalid_requests,
 	    "protocol_errors", (json_int_t)ns.protocol_errors, "in_flight",
 	    (json_int_t)ns.in_flight);
+	json_t *lat = json_object();
+	static const char *const lat_names[VOL_LAT__COUNT] = {"write", "flush"};
+	for (int k = 0; lat && k < VOL_LAT__COUNT; k++) {
+		const struct vol_lat *l = &vs.lat[k];
+		json_object_set_new(
+		    lat, lat_names[k],
+		    json_pack("{s:o?, s:o?, s:o?, s:I}", "total", statjson_lathist(&l->total),
+		              "local", statjson_lathist(&l->local), "peer",
+		              statjson_lathist(&l->peer), "peer_last", (json_int_t)l->peer_last));
+	}
+	if (o && lat)
+		json_object_set_new(o, "latency", lat);
+	else
+		json_decref(lat);
 	if (o && d->repls[i]) {
 		json_t *rj = repl_status_json(d->repls[i]);
 		if (rj)

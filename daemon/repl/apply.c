@@ -16,6 +16,7 @@
 #include "ctl/events.h"
 #include "lib/buf.h"
 #include "lib/crc32c.h"
+#include "lib/clock.h"
 #include "lib/endian.h"
 #include "lib/log.h"
 #include "lib/testhook.h"
@@ -132,8 +133,9 @@ static void apply_done(struct io_req *req)
 		send_ack(r, WIRE_WRITE_ACK, a->id, (uint32_t)err);
 	}
 	for (unsigned i = 0; i < r->nbarriers; i++)
-		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending)
-			r->barriers[i].pending--;
+		if (r->barriers[i].epoch >= a->epoch && r->barriers[i].pending &&
+		    --r->barriers[i].pending == 0)
+			r->barriers[i].ready_ns = clock_mono_ns();
 	if (unsynced) {
 		/* The acks may go in any order: the source finds each run by its id. */
 		apply_release(r, a);
@@ -405,8 +407,12 @@ static void barrier_flushed(struct repl *r, int err)
 		repl_drop_connection(r, why);
 		return;
 	}
-	for (unsigned i = 0; i < n; i++)
+	int64_t now = clock_mono_ns();
+	lathist_add(&r->bar_lat.fsync, now - r->bar_lat.fsync_start);
+	for (unsigned i = 0; i < n; i++) {
 		send_ack(r, WIRE_BARRIER_ACK, r->barriers[i].id, 0);
+		lathist_add(&r->bar_lat.total, now - r->barriers[i].recv_ns);
+	}
 	r->barrier_flushes++;
 	r->barriers_acked += n;
 	memmove(&r->barriers[0], &r->barriers[n], (r->nbarriers - n) * sizeof(r->barriers[0]));
@@ -428,8 +434,16 @@ static void barriers_progress(struct repl *r)
 		return;
 	while (n < r->nbarriers && r->barriers[n].pending == 0)
 		n++;
-	if (n && apply_flush(r, barrier_flushed) == 0)
-		r->barriers_flushing = n;
+	if (!n || apply_flush(r, barrier_flushed) < 0)
+		return;
+	r->barriers_flushing = n;
+	int64_t now = clock_mono_ns();
+	r->bar_lat.fsync_start = now;
+	for (unsigned i = 0; i < n; i++) {
+		const struct barrier_wait *b = &r->barriers[i];
+		lathist_add(&r->bar_lat.writes, b->ready_ns - b->recv_ns);
+		lathist_add(&r->bar_lat.queue, now - b->ready_ns);
+	}
 }
 
 void apply_barrier(struct repl *r, uint64_t id)
@@ -442,6 +456,8 @@ void apply_barrier(struct repl *r, uint64_t id)
 	b->id = id;
 	b->epoch = r->epoch++;
 	b->pending = r->apply_count;
+	b->recv_ns = clock_mono_ns();
+	b->ready_ns = b->pending ? 0 : b->recv_ns;
 	barriers_progress(r);
 }
 

@@ -18,6 +18,7 @@
 #include "conf/config.h"
 #include "csum.h"
 #include "ctl/events.h"
+#include "ctl/statjson.h"
 #include "diskless.h"
 #include "lib/buf.h"
 #include "lib/clock.h"
@@ -1039,6 +1040,13 @@ json_t *repl_status_json(const struct repl *r)
 		                    json_integer((json_int_t)r->barriers_acked));
 		json_object_set_new(o, "barrier_flushes",
 		                    json_integer((json_int_t)r->barrier_flushes));
+		json_t *bl = json_pack("{s:o?, s:o?, s:o?, s:o?}", "writes",
+		                       statjson_lathist(&r->bar_lat.writes), "queue",
+		                       statjson_lathist(&r->bar_lat.queue), "fsync",
+		                       statjson_lathist(&r->bar_lat.fsync), "total",
+		                       statjson_lathist(&r->bar_lat.total));
+		if (bl)
+			json_object_set_new(o, "barrier_latency", bl);
 	}
 	json_t *rs = resync_status_json(r);
 	if (o && rs)

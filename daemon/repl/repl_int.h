@@ -16,6 +16,7 @@
 #include "meta/gen.h"
 #include "io/io.h"
 #include "lib/hooks.h"
+#include "lib/lathist.h"
 #include "lib/rangelock.h"
 #include "meta/meta.h"
 #include "repl.h"
@@ -94,6 +95,15 @@ struct barrier_wait {
 	uint64_t id;
 	uint64_t epoch;
 	uint64_t pending;
+	int64_t recv_ns, ready_ns; /* arrived; its writes all done (0: not yet) */
+};
+
+/* A secondary's side of a commit, per barrier from its arrival (CLOCK_MONOTONIC): until the
+ * writes before it were done, then waiting for a flush to start (one was running), the flush
+ * itself (once per flush, which may answer several barriers), and arrival to ack. */
+struct barrier_lat {
+	struct lathist writes, queue, fsync, total;
+	int64_t fsync_start;
 };
 
 /* Source: one resync run being read. */
@@ -255,6 +265,7 @@ struct repl {
 	unsigned nbarriers;
 	unsigned barriers_flushing; /* the oldest barriers the flush in progress answers */
 	uint64_t barrier_flushes, barriers_acked;
+	struct barrier_lat bar_lat;
 	bool data_paused;
 	/* Resync target: runs written but not yet flushed (their RS_ACK waits), and the runs the
 	 * flush in progress covers. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/testhook.h"
 #include "volume_int.h"
@@ -46,6 +47,18 @@ static inline bool req_allowed(const struct vol_io *vio, enum req_event ev, bool
 	return __builtin_expect(ok, 1) ? true : req_violation(vio, ev, rule);
 }
 
+/* Which latency record a request feeds, or NULL: only writes and flushes are timed (three clock
+ * reads each), since they are what a commit waits for. */
+static struct vol_lat *req_lat(const struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	if (vio->op == VOL_WRITE)
+		return &v->st.lat[VOL_LAT_WRITE];
+	if (vio->op == VOL_FLUSH)
+		return &v->st.lat[VOL_LAT_FLUSH];
+	return NULL;
+}
+
 static int req_result(const struct vol_io *vio)
 {
 	const struct volume *v = vio->vol;
@@ -65,9 +78,12 @@ static void req_answer(struct vol_io *vio)
 {
 	struct volume *v = vio->vol;
 	int err = req_result(vio);
+	struct vol_lat *lat = req_lat(vio);
 	vio->rq |= RQ_DONE;
 	vio->err = err;
 	v->st.in_flight--;
+	if (lat)
+		lathist_add(&lat->total, clock_mono_ns() - vio->t_start);
 	if (err)
 		v->st.errors++;
 	else if (vio->op == VOL_READ)
@@ -97,9 +113,23 @@ static void req_local_over(struct vol_io *vio, int err)
 	}
 	vio->rq = (vio->rq & ~RQ_LOCAL) | RQ_LOCAL_DONE;
 	vio->local_err = err;
+	struct vol_lat *lat = req_lat(vio);
+	if (lat)
+		lathist_add(&lat->local, clock_mono_ns() - vio->t_start);
 	if (v->repl)
 		v->repl->local_done(v->repl_ctx, vio);
 	req_answer_if_settled(vio);
+}
+
+/* The peer answered (or was lost): how long that took, and whether the client waited for it. */
+static void req_peer_timed(const struct vol_io *vio)
+{
+	struct vol_lat *lat = req_lat(vio);
+	if (!lat)
+		return;
+	lathist_add(&lat->peer, clock_mono_ns() - vio->t_start);
+	if (vio->rq & RQ_LOCAL_DONE)
+		lat->peer_last++;
 }
 
 /* Past the freeze: replication's turn, then the local I/O. */
@@ -132,6 +162,8 @@ static void req_submit(struct vol_io *vio)
 		vio->rq |= RQ_REMOTE;
 	v->st.ops[vio->op]++;
 	v->st.in_flight++;
+	if (req_lat(vio))
+		vio->t_start = clock_mono_ns();
 	if (v->failing && req_is_write(vio)) {
 		vio->local_err = EIO;
 		vio->rq |= RQ_LOCAL_DONE;
@@ -196,6 +228,7 @@ void req_mod(struct vol_io *vio, enum req_event ev, int err)
 		vio->rq &= ~RQ_NET_WAIT;
 		if (ev == REQ_ACKED && err == 0)
 			vio->rq |= RQ_NET_OK;
+		req_peer_timed(vio);
 		req_answer_if_settled(vio);
 		break;
 	case REQ_PEER_HAS:

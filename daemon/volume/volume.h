@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "io/io.h"
+#include "lib/lathist.h"
 #include "lib/rangelock.h"
 
 struct volume;
@@ -68,7 +69,21 @@ struct vol_io {
 	unsigned rr_pending;
 	uint64_t rr_next;
 	int rr_err;
+	/* Writes and flushes: when the request arrived (CLOCK_MONOTONIC ns), for vol_stats.lat. */
+	int64_t t_start;
 };
+
+/*
+ * Where a request's time goes, from its arrival: until the local side finished, until the peer
+ * answered (ack, receipt or loss), and until the client was answered; peer_last counts the
+ * requests whose peer answered after the local side had finished (the peer set the pace).
+ */
+struct vol_lat {
+	struct lathist total, local, peer;
+	uint64_t peer_last;
+};
+
+enum vol_lat_kind { VOL_LAT_WRITE = 0, VOL_LAT_FLUSH, VOL_LAT__COUNT };
 
 struct vol_stats {
 	uint64_t ops[VOL_OP__COUNT];
@@ -76,6 +91,7 @@ struct vol_stats {
 	uint64_t bytes_written;
 	uint64_t errors;
 	uint64_t in_flight;
+	struct vol_lat lat[VOL_LAT__COUNT]; /* writes (WRITE only) and flushes */
 };
 
 /*

@@ -242,6 +242,15 @@ START_TEST(barriers_share_a_flush)
 	ck_assert_uint_eq(f->r->barriers_acked, 7);
 	for (unsigned i = 0; i < 3; i++)
 		ck_assert_uint_eq(rf_id(rf_nth(&f->meta, WIRE_BARRIER_ACK, i)), 20 + i);
+	/* The timings count what happened: a wait for writes and a queue time per barrier, one
+	 * fsync time per flush, and the four that waited for a write waited longer than none. */
+	const struct barrier_lat *bl = &f->r->bar_lat;
+	ck_assert_uint_eq(bl->writes.count, 7);
+	ck_assert_uint_eq(bl->queue.count, 7);
+	ck_assert_uint_eq(bl->total.count, 7);
+	ck_assert_uint_eq(bl->fsync.count, 3);
+	ck_assert_uint_gt(bl->writes.sum_ns, 0);
+	ck_assert_uint_ge(bl->total.sum_ns, bl->fsync.sum_ns);
 }
 END_TEST
 

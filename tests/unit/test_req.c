@@ -219,6 +219,42 @@ START_TEST(sync_waits_for_ack)
 }
 END_TEST
 
+/* Writes and flushes are timed: local, peer and total, and who finished last. Reads are not. */
+START_TEST(latency_accounting)
+{
+	struct t_req a, b, r;
+	struct vol_stats st;
+	volume_set_repl(vol, &fake_ops, NULL);
+	fr.send = true;
+	/* the peer answers after the local side: it set the pace */
+	t_init(&a, VOL_FLUSH, 0, 0);
+	volume_submit(vol, &a.vio);
+	run_until_local_done(&a);
+	req_mod(&a.vio, REQ_ACKED, 0);
+	/* the peer first: the local side set the pace */
+	t_init(&b, VOL_FLUSH, 0, 0);
+	volume_submit(vol, &b.vio);
+	req_mod(&b.vio, REQ_ACKED, 0);
+	run_until_local_done(&b);
+	ck_assert_int_eq(a.answers + b.answers, 2);
+	fr.send = false;
+	t_init(&r, VOL_READ, 0, 0);
+	volume_submit(vol, &r.vio);
+	run_until_local_done(&r);
+	volume_stats(vol, &st);
+	const struct vol_lat *f = &st.lat[VOL_LAT_FLUSH];
+	ck_assert_uint_eq(f->total.count, 2);
+	ck_assert_uint_eq(f->local.count, 2);
+	ck_assert_uint_eq(f->peer.count, 2);
+	ck_assert_uint_eq(f->peer_last, 1);
+	/* each total is at least its own local and peer time */
+	ck_assert_uint_ge(f->total.sum_ns, f->local.sum_ns);
+	ck_assert_uint_ge(f->total.sum_ns, f->peer.sum_ns);
+	ck_assert_uint_gt(f->local.sum_ns, 0); /* an fdatasync takes time */
+	ck_assert_uint_eq(st.lat[VOL_LAT_WRITE].total.count, 0);
+}
+END_TEST
+
 START_TEST(memsync_received_and_lost)
 {
 	struct t_req a, b, c;
@@ -399,6 +435,7 @@ int main(void)
 	tcase_add_checked_fixture(t, setup, teardown);
 	tcase_add_test(t, standalone_write);
 	tcase_add_test(t, sync_waits_for_ack);
+	tcase_add_test(t, latency_accounting);
 	tcase_add_test(t, memsync_received_and_lost);
 	tcase_add_test(t, held_resume_and_fail);
 	tcase_add_test(t, freeze_and_fail_writes);
