@@ -26,8 +26,10 @@ struct vrun {
 	int stage;
 	bool peer_done, orphan;
 	uint64_t touched; /* blocks written while the run was in flight */
+	bool scanned;     /* the hole scan ran: the next step reads */
 	uint8_t *buf;
 	struct io_req io;
+	struct io_extent map[1];
 	uint8_t lh[HASHRUN_MAX_BLOCKS * HASHRUN_MAX_HASH];
 	uint8_t ph[HASHRUN_MAX_BLOCKS * HASHRUN_MAX_HASH];
 };
@@ -38,9 +40,10 @@ struct hreq {
 	struct verify *v;
 	uint16_t type;
 	struct hashrun run;
-	bool reading, orphan;
+	bool reading, orphan, scanned;
 	uint8_t *buf;
 	struct io_req io;
+	struct io_extent map[1];
 	struct outq_item item;
 	uint8_t hashes[HASHRUN_MAX_BLOCKS * HASHRUN_MAX_HASH];
 };
@@ -53,6 +56,7 @@ struct verify {
 	uint32_t run_len;
 	uint64_t cursor, total, done_bytes, next_id;
 	uint64_t differing, skipped;
+	uint64_t hole_bytes; /* compared by a hole scan here, without reading */
 	struct hashrun_ranges ranges;
 	double start, end;
 	unsigned inflight;
@@ -60,7 +64,59 @@ struct verify {
 	/* Responder. */
 	struct hreq *hreqs;
 	unsigned nhreq;
+	/* Both: the hash of one all-zero block, per algorithm (hole_hashes). */
+	uint8_t zero_hash[HASH_ALG_COUNT][HASHRUN_MAX_HASH];
+	bool zero_known[HASH_ALG_COUNT];
 };
+
+/*
+ * Holes are compared without reading them: before a run is read, one SEEK_DATA/SEEK_HOLE scan
+ * asks whether all of it is a hole, and if so its hashes are those of zero blocks. A sparse
+ * volume of a terabyte is then verified in the time its data takes, not in the time reading and
+ * hashing a terabyte of zeroes takes. A run whose length is not whole blocks (the volume's end)
+ * is always read.
+ */
+static bool hole_scan_worth(const struct repl *r, uint32_t len)
+{
+	return len % r->sb.bitmap_block_size == 0;
+}
+
+static void hole_scan(struct repl *r, struct io_req *io, struct io_extent *map, uint64_t off,
+                      uint32_t len, void (*done)(struct io_req *), void *data)
+{
+	volume_io_prep(r->p.vol, io, IO_OP_SEEKMAP, off, len, NULL, done, data);
+	io->map = map;
+	io->map_max = 1;
+	io_submit(r->p.io, io);
+}
+
+static bool hole_scan_found(const struct io_req *io, uint32_t len)
+{
+	return io->res >= 0 && io->map_count >= 1 && io->map[0].hole && io->map[0].len >= len;
+}
+
+/* out: the hashes of len bytes of zeroes (whole blocks) under alg; -1 when hashing failed. */
+static int hole_hashes(struct verify *v, unsigned alg, uint32_t len, uint8_t *out)
+{
+	uint32_t bs = v->r->sb.bitmap_block_size;
+	size_t hs = hash_alg_size(alg);
+	if (alg >= HASH_ALG_COUNT)
+		return -1;
+	if (!v->zero_known[alg]) {
+		uint8_t *zero = buf_get(bs);
+		if (!zero)
+			return -1;
+		memset(zero, 0, bs);
+		int rc = hashrun_compute(alg, zero, bs, bs, v->zero_hash[alg]);
+		buf_put(zero, bs);
+		if (rc < 0)
+			return -1;
+		v->zero_known[alg] = true;
+	}
+	for (uint32_t i = 0; i < hashrun_blocks(len, bs); i++)
+		memcpy(out + i * hs, v->zero_hash[alg], hs);
+	return 0;
+}
 
 static void run_pump(struct verify *v);
 static void hreq_read(struct hreq *q);
@@ -196,8 +252,19 @@ static void run_read_done(struct io_req *req)
 		run_free(run);
 		return;
 	}
-	if (req->res < 0 ||
-	    hashrun_compute(v->alg, run->buf, run->len, v->r->sb.bitmap_block_size, run->lh) < 0) {
+	if (!run->scanned) {
+		run->scanned = true;
+		if (!hole_scan_found(req, run->len) ||
+		    hole_hashes(v, v->alg, run->len, run->lh) < 0) {
+			/* data: read it once no write overlaps (the pump retries otherwise) */
+			run->stage = RUN_WAIT;
+			if (!writes_in_flight(v->r, run->off, run->len))
+				run_read(run);
+			return;
+		}
+		v->hole_bytes += run->len;
+	} else if (req->res < 0 || hashrun_compute(v->alg, run->buf, run->len,
+	                                           v->r->sb.bitmap_block_size, run->lh) < 0) {
 		repl_log(v->r, LOG_LVL_ERR,
 		         "Verify stopped: reading or hashing %u bytes at offset %llu failed (%s).",
 		         run->len, (unsigned long long)run->off,
@@ -208,7 +275,8 @@ static void run_read_done(struct io_req *req)
 		driver_stop(v);
 		return;
 	}
-	buf_put(run->buf, run->len);
+	if (run->buf)
+		buf_put(run->buf, run->len);
 	run->buf = NULL;
 	run->stage = RUN_HASHED;
 	run_compare(v, run);
@@ -217,6 +285,12 @@ static void run_read_done(struct io_req *req)
 static void run_read(struct vrun *run)
 {
 	struct repl *r = run->v->r;
+	if (!run->scanned && hole_scan_worth(r, run->len)) {
+		run->stage = RUN_READING;
+		hole_scan(r, &run->io, run->map, run->off, run->len, run_read_done, run);
+		return;
+	}
+	run->scanned = true;
 	run->buf = buf_get(run->len);
 	if (!run->buf) {
 		/* Retried by the next pump. */
@@ -298,7 +372,7 @@ int verify_start(struct repl *r, char *err, size_t errlen)
 	v->interrupted = false;
 	v->alg = r->p.vcfg->verify_alg;
 	v->run_len = hashrun_max_len(r->sb.bitmap_block_size, VERIFY_RUN_BYTES);
-	v->cursor = v->done_bytes = v->differing = v->skipped = 0;
+	v->cursor = v->done_bytes = v->differing = v->skipped = v->hole_bytes = 0;
 	v->total = r->sb.size;
 	memset(&v->ranges, 0, sizeof(v->ranges));
 	v->start = ev_now(r->p.loop);
@@ -379,9 +453,19 @@ static void hreq_read_done(struct io_req *req)
 		hreq_free(q);
 		return;
 	}
+	if (!q->scanned) {
+		q->scanned = true;
+		if (!hole_scan_found(req, q->run.len) ||
+		    hole_hashes(v, q->run.alg, q->run.len, q->hashes) < 0) {
+			q->reading = false;
+			if (!writes_in_flight(r, q->run.off, q->run.len))
+				hreq_read(q);
+			return;
+		}
+	}
 	hreq_unlink(v, q);
-	if (req->res < 0 || hashrun_compute(q->run.alg, q->buf, q->run.len, r->sb.bitmap_block_size,
-	                                    q->hashes) < 0) {
+	if (q->buf && (req->res < 0 || hashrun_compute(q->run.alg, q->buf, q->run.len,
+	                                               r->sb.bitmap_block_size, q->hashes) < 0)) {
 		repl_log(r, LOG_LVL_ERR,
 		         "Reading or hashing %u bytes at offset %llu for the peer "
 		         "failed (%s).",
@@ -393,7 +477,8 @@ static void hreq_read_done(struct io_req *req)
 		repl_drop_connection(r, "this node cannot hash its copy for the peer");
 		return;
 	}
-	buf_put(q->buf, q->run.len);
+	if (q->buf)
+		buf_put(q->buf, q->run.len);
 	q->buf = NULL;
 	struct outq_item *it = &q->item;
 	size_t n =
@@ -413,6 +498,12 @@ static void hreq_read_done(struct io_req *req)
 static void hreq_read(struct hreq *q)
 {
 	struct repl *r = q->v->r;
+	if (!q->scanned && hole_scan_worth(r, q->run.len)) {
+		q->reading = true;
+		hole_scan(r, &q->io, q->map, q->run.off, q->run.len, hreq_read_done, q);
+		return;
+	}
+	q->scanned = true;
 	q->buf = buf_get(q->run.len);
 	if (!q->buf)
 		return; /* retried by the next pump */
@@ -559,9 +650,10 @@ json_t *verify_status_json(const struct repl *r)
 		                                        (json_int_t)v->ranges.r[i].off, "length",
 		                                        (json_int_t)v->ranges.r[i].len));
 	return json_pack(
-	    "{s:b, s:b, s:s, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:o?}", "running", v->running,
+	    "{s:b, s:b, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:I, s:o?}", "running", v->running,
 	    "interrupted", v->interrupted, "alg", hash_alg_name(v->alg), "total_bytes",
-	    (json_int_t)v->total, "done_bytes", (json_int_t)v->done_bytes, "percent",
+	    (json_int_t)v->total, "done_bytes", (json_int_t)v->done_bytes, "hole_bytes",
+	    (json_int_t)v->hole_bytes, "percent",
 	    v->total ? 100.0 * (double)v->done_bytes / (double)v->total : 0.0, "rate_mbps",
 	    rate / 1048576.0, "eta_s", eta, "differing_blocks", (json_int_t)v->differing,
 	    "skipped_blocks", (json_int_t)v->skipped, "first_ranges", ranges);

@@ -3,10 +3,11 @@
 # Online verify (hakctl verify) and the resync of what it finds (hakctl resync).
 #   1. A blank pair (in sync from the start), alpha primary, 48 MiB of random data written through
 #      alpha's export (sync mode: on both disks when acknowledged).
-#   2. Behind hakd's back, 64 random bytes are written into each of K=4 chosen blocks of beta's
-#      backing file (dd conv=notrunc,fsync). hakd reads its backing file through the page cache
+#   2. Behind hakd's back, 64 random bytes are written into each of K=5 chosen blocks of beta's
+#      backing file (dd conv=notrunc,fsync); the last one lies in the 16 MiB nobody wrote, a hole
+#      on alpha (which verify compares by a hole scan, without reading it) and data on beta. hakd reads its backing file through the page cache
 #      (direct-io is off), the same cache dd writes into, so beta's reads see the change at once.
-#   3. 'hakctl verify db' on alpha (crc32c): exactly those 4 blocks differ, reported as the 3
+#   3. 'hakctl verify db' on alpha (crc32c): exactly those 5 blocks differ, reported as the 4
 #      ranges they form (two of them are adjacent), and they are marked out of sync on alpha.
 #   4. 'hakctl resync db': the pair reconnects and resyncs them; both backing files are then
 #      identical, and a second verify finds 0 differing blocks.
@@ -23,8 +24,8 @@ require_cmd nbdcopy fio sha256sum jq dd
 
 MiB=$((1024 * 1024))
 BS=4096
-BLOCKS=(10 2000 2001 9000)
-WANT_RANGES='[{"length":4096,"offset":40960},{"length":8192,"offset":8192000},{"length":4096,"offset":36864000}]'
+BLOCKS=(10 2000 2001 9000 14336)
+WANT_RANGES='[{"length":4096,"offset":40960},{"length":8192,"offset":8192000},{"length":4096,"offset":36864000},{"length":4096,"offset":58720256}]'
 
 # verify_run NODE: start a verify on NODE, wait for its end; prints the verify status (JSON).
 verify_run() {
@@ -61,10 +62,13 @@ log "verify 1 (alpha, crc32c) in $(elapsed_since "$t0") s: $st"
 assert_eq "$(jq -r .differing_blocks <<<"$st")" "${#BLOCKS[@]}" "differing blocks found by verify 1"
 assert_eq "$(jq -c '.first_ranges' <<<"$st")" "$WANT_RANGES" "ranges found by verify 1"
 assert_eq "$(jq -r .done_bytes <<<"$st")" $((64 * MiB)) "bytes verified"
+# The 16 MiB nobody wrote are holes on alpha: compared there by a scan, without reading (beta
+# reads the one run its corrupted block made data, and finds the difference above).
+assert_eq "$(jq -r .hole_bytes <<<"$st")" $((16 * MiB)) "bytes alpha compared as holes"
 assert_eq "$(jq -r .alg <<<"$st")" crc32c "verify 1 algorithm"
 assert_eq "$(repl alpha out_of_sync_bytes)" $((${#BLOCKS[@]} * BS)) "alpha's out_of_sync_bytes after verify 1"
-grep -q "Event verify-done volume:db differing_blocks:4 " "$WORK/alpha.log" ||
-	fail "no verify-done event with differing_blocks:4 in alpha's log"
+grep -q "Event verify-done volume:db differing_blocks:${#BLOCKS[@]} " "$WORK/alpha.log" ||
+	fail "no verify-done event with differing_blocks:${#BLOCKS[@]} in alpha's log"
 hk alpha status | grep -q "differs: offset 8192000, 8192 bytes" ||
 	fail "hakctl status does not show the differing ranges: $(hk alpha status)"
 
