@@ -15,6 +15,9 @@ struct free_buf {
 
 static struct free_buf *lists[MAX_SHIFT + 1];
 static size_t cached;
+/* Per class: buffers in the free list, and the fewest there were since the last buf_age(): that
+ * many sat unused the whole time. */
+static unsigned counts[MAX_SHIFT + 1], idle[MAX_SHIFT + 1];
 
 static unsigned buf_class(size_t len)
 {
@@ -33,6 +36,8 @@ void *buf_get(size_t len)
 		struct free_buf *f = lists[c];
 		lists[c] = f->next;
 		cached -= (size_t)1 << c;
+		if (--counts[c] < idle[c])
+			idle[c] = counts[c];
 		return f;
 	}
 	size_t size = c <= MAX_SHIFT ? (size_t)1 << c : len;
@@ -78,6 +83,24 @@ void buf_put(void *p, size_t len)
 	f->next = lists[c];
 	lists[c] = f;
 	cached += (size_t)1 << c;
+	counts[c]++;
+}
+
+size_t buf_age(void)
+{
+	size_t freed = 0;
+	for (unsigned c = MIN_SHIFT; c <= MAX_SHIFT; c++) {
+		for (unsigned n = idle[c]; n > 0 && lists[c]; n--) {
+			struct free_buf *f = lists[c];
+			lists[c] = f->next;
+			free(f);
+			counts[c]--;
+			cached -= (size_t)1 << c;
+			freed += (size_t)1 << c;
+		}
+		idle[c] = counts[c];
+	}
+	return freed;
 }
 
 void buf_trim(void)
@@ -88,6 +111,7 @@ void buf_trim(void)
 			lists[c] = f->next;
 			free(f);
 		}
+		counts[c] = idle[c] = 0;
 	}
 	cached = 0;
 }

@@ -22,6 +22,13 @@ void *buf_get_at(size_t len, size_t at);
 /* Return a buffer obtained with buf_get(len) or buf_get_at(len, ...) (the same len). NULL is
  * ignored. */
 void buf_put(void *p, size_t len);
+/*
+ * Free the cached buffers that nobody took since the previous call, and return how many bytes
+ * that was. Called every few seconds: a burst (a resync's window, a client's large writes) leaves
+ * up to the cache's limit behind, which a quiet daemon should not keep resident; buffers in
+ * steady use stay cached.
+ */
+size_t buf_age(void);
 /* Free everything cached (at exit, so leak checkers stay quiet). */
 void buf_trim(void);
 /* Bytes currently cached in the free lists. */

@@ -44,6 +44,41 @@ START_TEST(large_and_limits)
 END_TEST
 
 /* A frame payload whose data, after a 20-byte header, must be page-aligned for O_DIRECT. */
+/* Aging frees what sat unused for a whole interval, and keeps what was taken in it. */
+START_TEST(aging)
+{
+	void *v[3];
+	buf_trim();
+	for (int i = 0; i < 3; i++)
+		v[i] = buf_get(65536);
+	for (int i = 0; i < 3; i++)
+		buf_put(v[i], 65536);
+	ck_assert_uint_eq(buf_cached(), 3 * 65536);
+	/* They were put in during this interval: none has been idle a whole one yet. */
+	ck_assert_uint_eq(buf_age(), 0);
+	ck_assert_uint_eq(buf_cached(), 3 * 65536);
+	/* One is used in the next interval (twice: still one), the other two sit. */
+	for (int i = 0; i < 2; i++) {
+		void *p = buf_get(65536);
+		ck_assert_ptr_nonnull(p);
+		buf_put(p, 65536);
+	}
+	ck_assert_uint_eq(buf_age(), 2 * 65536);
+	ck_assert_uint_eq(buf_cached(), 65536);
+	/* A quiet interval: the last one goes too, and nothing is left to free after that. */
+	ck_assert_uint_eq(buf_age(), 65536);
+	ck_assert_uint_eq(buf_cached(), 0);
+	ck_assert_uint_eq(buf_age(), 0);
+	/* buf_get_at buffers are aged in the class they came from. */
+	void *a = buf_get_at(4096, 100);
+	buf_put(a, 4096);
+	ck_assert_uint_eq(buf_cached(), 8192);
+	buf_age();
+	ck_assert_uint_eq(buf_age(), 8192);
+	ck_assert_uint_eq(buf_cached(), 0);
+}
+END_TEST
+
 START_TEST(aligned_at)
 {
 	uint8_t *p = buf_get_at(4096 + 20, 20);
@@ -84,6 +119,7 @@ int main(void)
 	tcase_add_test(t, buffers);
 	tcase_add_test(t, large_and_limits);
 	tcase_add_test(t, aligned_at);
+	tcase_add_test(t, aging);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
