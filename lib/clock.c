@@ -60,8 +60,13 @@ size_t clock_format_time(char *out, size_t len, uint64_t wall_ms)
 	out[0] = '\0';
 	if (!localtime_r(&sec, &tm))
 		return 0;
-	n = snprintf(out, len, "%02d:%02d:%02d.%03u", tm.tm_hour, tm.tm_min, tm.tm_sec,
-	             (unsigned)(wall_ms % 1000));
+	long off = tm.tm_gmtoff / 60; /* minutes east of UTC */
+	char sign = off < 0 ? '-' : '+';
+	if (off < 0)
+		off = -off;
+	n = snprintf(out, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03u%c%02ld:%02ld", tm.tm_year + 1900,
+	             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+	             (unsigned)(wall_ms % 1000), sign, off / 60, off % 60);
 	if (n < 0 || (size_t)n >= len) {
 		out[0] = '\0';
 		return 0;

@@ -21,9 +21,12 @@ uint64_t clock_wall_ms(void);
 uint64_t clock_wall_us(void);
 
 /*
- * The local time of day of wall_ms as "HH:MM:SS.mmm" (ISO 8601, with milliseconds), the stamp of
- * a log line. Returns the length written, or 0 when len is too small (then out is "").
+ * wall_ms as local time in ISO 8601 with milliseconds and the zone's offset,
+ * "2026-12-06T19:13:10.123+01:00" (29 characters): the stamp of a log line, readable across
+ * midnight and across machines in other zones. Returns the length written, or 0 when len is too
+ * small (then out is "").
  */
+#define CLOCK_STAMP_LEN 30
 size_t clock_format_time(char *out, size_t len, uint64_t wall_ms);
 
 #endif

@@ -58,7 +58,7 @@ static void log_emit(enum log_level level, const char *prefix, const char *fmt, 
 		syslog(syslog_prio[level], "%s%s", prefix, line);
 		goto out;
 	}
-	char stamp[16];
+	char stamp[CLOCK_STAMP_LEN];
 	clock_format_time(stamp, sizeof(stamp), clock_wall_ms());
 	pthread_mutex_lock(&log_lock);
 	fprintf(stderr, "%s hakd %s: %s%s\n", stamp, level_names[level], prefix, line);

@@ -413,12 +413,11 @@ load_stop() {
 }
 
 # log_us NODE REGEX SINCE_US: when NODE's log first shows a line matching REGEX at or after
-# SINCE_US (epoch microseconds; the log stamps today's wall clock to the millisecond).
+# SINCE_US (epoch microseconds; the log stamps are ISO 8601 to the millisecond).
 log_us() {
-	local day t us
-	day=$(date +%F)
+	local t us
 	while read -r t _; do
-		us=$(date -d "$day $t" +%s%6N 2>/dev/null) || continue
+		us=$(date -d "$t" +%s%6N 2>/dev/null) || continue
 		((us >= $3)) && { echo "$us"; return 0; }
 	done < <(grep -E "$2" "$WORK/$1.log")
 	return 1

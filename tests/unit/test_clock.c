@@ -42,27 +42,32 @@ END_TEST
 
 START_TEST(format_time)
 {
-	char out[16];
+	char out[CLOCK_STAMP_LEN];
 
 	setenv("TZ", "UTC", 1);
 	tzset();
 	/* 2021-01-02 03:04:05.067 UTC */
 	uint64_t ms = 1609556645067ull;
-	ck_assert_uint_eq(clock_format_time(out, sizeof(out), ms), 12);
-	ck_assert_str_eq(out, "03:04:05.067");
-	ck_assert_uint_eq(clock_format_time(out, sizeof(out), 0), 12);
-	ck_assert_str_eq(out, "00:00:00.000");
-	ck_assert_uint_eq(clock_format_time(out, sizeof(out), 86399999), 12);
-	ck_assert_str_eq(out, "23:59:59.999");
+	ck_assert_uint_eq(clock_format_time(out, sizeof(out), ms), 29);
+	ck_assert_str_eq(out, "2021-01-02T03:04:05.067+00:00");
+	ck_assert_uint_eq(clock_format_time(out, sizeof(out), 0), 29);
+	ck_assert_str_eq(out, "1970-01-01T00:00:00.000+00:00");
+	ck_assert_uint_eq(clock_format_time(out, sizeof(out), 86399999), 29);
+	ck_assert_str_eq(out, "1970-01-01T23:59:59.999+00:00");
 	/* Too small a buffer: nothing, and an empty string rather than half a stamp. */
-	ck_assert_uint_eq(clock_format_time(out, 12, ms), 0);
+	ck_assert_uint_eq(clock_format_time(out, 29, ms), 0);
 	ck_assert_str_eq(out, "");
 	ck_assert_uint_eq(clock_format_time(out, 0, ms), 0);
-	/* Another zone moves the hours only. */
+	/* Another zone moves the hours, and the day, and says so in the offset (POSIX TZ signs
+	 * are inverted: UTC-2 is two hours east). */
 	setenv("TZ", "UTC-2", 1);
 	tzset();
-	ck_assert_uint_eq(clock_format_time(out, sizeof(out), ms), 12);
-	ck_assert_str_eq(out, "05:04:05.067");
+	ck_assert_uint_eq(clock_format_time(out, sizeof(out), 86399999), 29);
+	ck_assert_str_eq(out, "1970-01-02T01:59:59.999+02:00");
+	setenv("TZ", "XYZ+5:30", 1);
+	tzset();
+	ck_assert_uint_eq(clock_format_time(out, sizeof(out), ms), 29);
+	ck_assert_str_eq(out, "2021-01-01T21:34:05.067-05:30");
 }
 END_TEST
 
