@@ -241,6 +241,17 @@ uint64_t bitmap_find_next_clear(const struct bitmap *bm, uint64_t from)
 	return scan(bm->words, bm->nbits, from, ~0ull);
 }
 
+/* scan() stops at its nbits and clamps what it finds beyond it: a shorter nbits is the limit. */
+uint64_t bitmap_find_next_set_before(const struct bitmap *bm, uint64_t from, uint64_t limit)
+{
+	return scan(bm->words, limit < bm->nbits ? limit : bm->nbits, from, 0);
+}
+
+uint64_t bitmap_find_next_clear_before(const struct bitmap *bm, uint64_t from, uint64_t limit)
+{
+	return scan(bm->words, limit < bm->nbits ? limit : bm->nbits, from, ~0ull);
+}
+
 /* Bits past nbits in the last word must stay zero. */
 static uint64_t tail_mask(const struct bitmap *bm, uint64_t w)
 {

@@ -66,6 +66,12 @@ uint64_t bitmap_count(const struct bitmap *bm);
 /* First set (clear) bit at index >= from, or nbits when there is none. */
 uint64_t bitmap_find_next_set(const struct bitmap *bm, uint64_t from);
 uint64_t bitmap_find_next_clear(const struct bitmap *bm, uint64_t from);
+/* The first set (clear) bit in [from, limit), or limit (nbits if limit is beyond it), found
+ * without scanning past limit. A resync looking for the end of its next run in a full bitmap,
+ * or a read asking whether its few blocks are dirty in a clean one, used to scan all the rest of
+ * a bitmap that is 32 MiB for a 1 TiB volume, every time. */
+uint64_t bitmap_find_next_set_before(const struct bitmap *bm, uint64_t from, uint64_t limit);
+uint64_t bitmap_find_next_clear_before(const struct bitmap *bm, uint64_t from, uint64_t limit);
 
 /*
  * OR n little-endian words into the bitmap starting at word first_word (a peer's bitmap, or a

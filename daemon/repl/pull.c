@@ -82,9 +82,8 @@ static bool next_run(struct repl *r, uint64_t *off, uint32_t *len)
 	for (int pass = 0; pass < 2; pass++) {
 		uint64_t bit = bitmap_find_next_set(r->pull_bm, r->pull_cursor);
 		while (bit < nbits) {
-			uint64_t end = bitmap_find_next_clear(r->pull_bm, bit);
-			if (end - bit > max_bits)
-				end = bit + max_bits;
+			uint64_t end =
+			    bitmap_find_next_clear_before(r->pull_bm, bit, bit + max_bits);
 			uint64_t o = bitmap_bit_offset(r->pull_bm, bit);
 			uint64_t l = bitmap_bit_offset(r->pull_bm, end - 1) +
 			             bitmap_bit_length(r->pull_bm, end - 1) - o;

@@ -689,7 +689,8 @@ bool repl_range_dirty(const struct bitmap *bm, uint64_t off, uint64_t len)
 	uint32_t bs = bitmap_block_size(bm);
 	if (len == 0)
 		return false;
-	return bitmap_find_next_set(bm, off / bs) <= (off + len - 1) / bs;
+	uint64_t last = (off + len - 1) / bs;
+	return bitmap_find_next_set_before(bm, off / bs, last + 1) <= last;
 }
 
 static void connect_done(void *ctx, struct tconnect *c, struct tstream *s, int err)

@@ -434,9 +434,7 @@ void resync_pump(struct repl *r)
 			}
 			return;
 		}
-		uint64_t end = bitmap_find_next_clear(r->bm, bit);
-		if (end - bit > RS_CHUNK / bs)
-			end = bit + RS_CHUNK / bs;
+		uint64_t end = bitmap_find_next_clear_before(r->bm, bit, bit + RS_CHUNK / bs);
 		uint64_t off = bitmap_bit_offset(r->bm, bit);
 		uint64_t last =
 		    bitmap_bit_offset(r->bm, end - 1) + bitmap_bit_length(r->bm, end - 1);

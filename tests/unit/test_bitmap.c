@@ -206,6 +206,33 @@ START_TEST(find_across_words)
 }
 END_TEST
 
+/* The bounded searches stop at their limit, find what lies before it, and never pass nbits. */
+START_TEST(find_before_limit)
+{
+	uint64_t nbits = 3 * 64 + 10;
+	struct bitmap *bm = bitmap_create(nbits * 4096, 4096);
+	ck_assert_ptr_nonnull(bm);
+	/* empty: no set bit before any limit; the first clear bit is from itself */
+	ck_assert_uint_eq(bitmap_find_next_set_before(bm, 5, 100), 100);
+	ck_assert_uint_eq(bitmap_find_next_set_before(bm, 5, 1000), nbits);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, 5, 100), 5);
+	bitmap_set_bit(bm, 130);
+	ck_assert_uint_eq(bitmap_find_next_set_before(bm, 5, 130), 130); /* the limit itself */
+	ck_assert_uint_eq(bitmap_find_next_set_before(bm, 5, 131), 130);
+	ck_assert_uint_eq(bitmap_find_next_set_before(bm, 131, 150), 150);
+	/* full: a run ends at the limit, or at a clear bit before it, or at nbits */
+	bitmap_set_all(bm);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, 10, 70), 70);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, 10, 1000), nbits);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, nbits - 3, nbits + 64), nbits);
+	bitmap_clear_bit(bm, 65);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, 10, 70), 65);
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, 66, 66), 66); /* empty window */
+	ck_assert_uint_eq(bitmap_find_next_clear_before(bm, nbits, nbits + 5), nbits);
+	bitmap_free(bm);
+}
+END_TEST
+
 START_TEST(dirty_pages)
 {
 	struct bitmap *bm = bitmap_create((uint64_t)4 * BITMAP_PAGE_BITS * 4096, 4096);
@@ -530,6 +557,7 @@ int main(void)
 	tcase_add_test(t, ranges_at_boundaries);
 	tcase_add_test(t, clear_only_full_blocks);
 	tcase_add_test(t, find_across_words);
+	tcase_add_test(t, find_before_limit);
 	tcase_add_test(t, dirty_pages);
 	tcase_add_test(t, merge_and_load);
 	tcase_add_test(t, large_ranges);
