@@ -1,6 +1,6 @@
 # Shared by the benchmarks (replication.sh, resync_rate.sh, pgbench.sh): sourced at the top; the
 # functions use what the script defines before calling them: DIR, HAKCTL, PIDS (name -> pid of
-# a process the script started), repl and die.
+# a process the script started), and for the pair functions at the end the names listed there.
 
 # full_resync_seconds: promotes alpha with --force (fresh metadata on both, connected) and sets
 # RS_SECONDS to the seconds from the promotion until beta reports the end of its resync, then checks beta is
@@ -142,4 +142,150 @@ bench_net() {
 		ip netns exec "$NS_beta" sh -c \
 			"echo $((1 << CPU_SECONDARY)) >/sys/class/net/$b/queues/rx-0/rps_cpus"
 	fi
+}
+
+# ---- a hakd pair (or one standalone hakd) ------------------------------------------------------
+# These use DIR, HAKD, HAKCTL, IO_ENGINE, CPU_PRIMARY, CPU_SECONDARY, NS_alpha, NS_beta and PIDS.
+
+# write_config NODE MODE: NODE's config, volume db on DIR/NODE.img; GLOBAL_EXTRA and VOLUME_EXTRA
+# add a line to the global section and to the volume (e.g. "sched-policy normal").
+write_config() {
+	cat >"$DIR/$1.conf" <<EOF
+global {
+    control-socket $DIR/$1.ctl
+    log-level info
+    io-engine $IO_ENGINE
+    ${GLOBAL_EXTRA:-}
+}
+node alpha {
+    address 192.0.2.1:7789
+}
+node beta {
+    address 192.0.2.2:7789
+}
+volume db {
+    backing $DIR/$1.img
+    nbd-socket $DIR/$1.nbd
+    meta-disk $DIR/$1.meta
+    mode $2
+    connect-interval 200ms
+    ${VOLUME_EXTRA:-}
+}
+EOF
+}
+
+# repl NODE FIELD: a field of NODE's replication status.
+repl() {
+	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
+}
+
+# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
+# exec, so $! is hakd itself).
+start_node() {
+	local n=$1 ns=NS_$1
+	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
+		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
+	PIDS[$n]=$!
+	wait_until "hk $n version" 20 || die "hakd on $n did not come up"
+}
+
+# pair_start MODE BLANK: fresh metadata (blank when BLANK=1, so no initial sync), both nodes up
+# and connected; nobody promoted.
+pair_start() {
+	local mode=$1 blank=$2 n
+	for n in alpha beta; do
+		write_config "$n" "$mode"
+		rm -f "$DIR/$n.meta"
+		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db ${blank:+--blank} \
+			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
+	done
+	start_node alpha "$CPU_PRIMARY"
+	start_node beta "$CPU_SECONDARY"
+	for n in alpha beta; do
+		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
+			die "$n is not Connected after 20 s (link $(repl "$n" link))"
+	done
+}
+
+pair_stop() {
+	local n
+	for n in alpha beta; do
+		stop_proc "$n"
+		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
+	done
+}
+
+# pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
+pair_quiesce() {
+	wait_until quiet 60 ||
+		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
+			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
+}
+
+# standalone_start: hakd --export of DIR/alpha.img on CPU_PRIMARY, the anchor.
+standalone_start() {
+	taskset -c "$CPU_PRIMARY" "$HAKD" --export "$DIR/alpha.img" --name db \
+		--socket "$DIR/standalone.nbd" --control "$DIR/standalone.ctl" --foreground \
+		--io-engine "$IO_ENGINE" </dev/null >>"$DIR/standalone.log" 2>&1 &
+	PIDS[standalone]=$!
+	wait_until "[[ -S $DIR/standalone.nbd ]] && hk standalone version" 20 ||
+		die "standalone hakd did not come up"
+}
+
+# ---- QEMU's write-blocking mirror, the anchor for replication --------------------------------
+# These use DIR, NS_alpha, NS_beta, CPU_PRIMARY, CPU_SECONDARY and PIDS; QNBD_PORT (default 10809)
+# is qemu-nbd's port on 192.0.2.2. Note what the anchor promises: the mirror's filter forwards
+# writes to the target before completing them (copy-mode write-blocking), but a FLUSH flushes only
+# the source (QEMU's bdrv_mirror_top_flush), so the target (qemu-nbd, writeback cache) has every
+# acknowledged write in its page cache, not on its disk: memsync's promise, not sync's.
+qmp() {
+	timeout 40 /usr/bin/python3 "$REPO/bench/qmp.py" "$DIR/qsd.qmp" "$@" 2>>"$DIR/qmp.log"
+}
+
+# mirror_state: the mirror job's status ("ready" once source and target are in sync), or
+# "gone" when the job no longer exists (it failed).
+mirror_state() {
+	qmp query-block-jobs | jq -r '(map(select(.device == "m0")) | .[0].status) // "gone"'
+}
+
+# qemu_start: qemu-nbd with beta's file in beta's namespace (CPU 1); qemu-storage-daemon in
+# alpha's (CPU 0) exporting alpha's file on DIR/qemu.nbd, mirroring it to qemu-nbd; returns once
+# the mirror job is ready.
+qemu_start() {
+	local st i
+	ip netns exec "$NS_beta" taskset -c "$CPU_SECONDARY" qemu-nbd -f raw -x db -b 192.0.2.2 \
+		-p "${QNBD_PORT:-10809}" -t --cache=writeback --aio=threads --discard=unmap "$DIR/beta.img" \
+		</dev/null >>"$DIR/qemu-nbd.log" 2>&1 &
+	PIDS[qemu-nbd]=$!
+	wait_until "[[ -n \$(ip netns exec $NS_beta ss -Hltn 'sport = :${QNBD_PORT:-10809}') ]]" 20 ||
+		die "qemu-nbd does not listen on 192.0.2.2:${QNBD_PORT:-10809}"
+	ip netns exec "$NS_alpha" taskset -c "$CPU_PRIMARY" qemu-storage-daemon \
+		--blockdev "driver=file,node-name=src,filename=$DIR/alpha.img,aio=threads,cache.direct=off" \
+		--nbd-server "addr.type=unix,addr.path=$DIR/qemu.nbd" \
+		--export type=nbd,id=exp0,node-name=src,name=db,writable=on \
+		--chardev "socket,id=qmp0,path=$DIR/qsd.qmp,server=on,wait=off" \
+		--monitor chardev=qmp0 </dev/null >>"$DIR/qsd.log" 2>&1 &
+	PIDS[qsd]=$!
+	wait_until "[[ -S $DIR/qemu.nbd && -S $DIR/qsd.qmp ]]" 20 ||
+		die "qemu-storage-daemon did not come up"
+	qmp blockdev-add "{\"driver\": \"nbd\", \"node-name\": \"tgt\", \"export\": \"db\",
+		\"server\": {\"type\": \"inet\", \"host\": \"192.0.2.2\", \"port\": \"${QNBD_PORT:-10809}\"}}" \
+		>/dev/null || die "blockdev-add of the nbd target failed"
+	qmp blockdev-mirror '{"job-id": "m0", "device": "src", "target": "tgt", "sync": "full",
+		"copy-mode": "write-blocking"}' >/dev/null || die "blockdev-mirror failed"
+	for ((i = 0; i < 3000; i++)); do
+		st=$(mirror_state) || die "query-block-jobs failed"
+		[[ $st == ready ]] && break
+		[[ $st == @(running|created) ]] || die "the mirror job is $st, not running"
+		sleep 0.1
+	done
+	[[ $st == ready ]] || die "the mirror job is not ready after 300 s"
+}
+
+qemu_stop() {
+	# The job is still ready (not cancelled while the database ran: a write-blocking mirror
+	# that failed would have left it concluded or gone).
+	[[ $(mirror_state) == ready ]] || echo "bench: the mirror job ended early: $(mirror_state)" >&2
+	stop_proc qsd
+	stop_proc qemu-nbd
 }

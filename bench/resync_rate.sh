@@ -13,8 +13,8 @@
 #     promotion; the run counts only if the resync is still running when fio ends):
 #       RESULT resync_latency idle_us=<x> during_us=<y> ratio=<y/x>
 #     plus the resync's progress during that run.
-# Each number is the median of RUNS runs. Not part of `make check`. RS_EXTRA adds volume lines
-# (e.g. RS_EXTRA="resync-rate-min 50M").
+# Each number is the median of RUNS runs. Not part of `make check`. VOLUME_EXTRA adds a volume line
+# (e.g. VOLUME_EXTRA="resync-rate-min 50M").
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,78 +76,6 @@ for n in alpha beta; do
 	fio --name=prefill --filename="$DIR/$n.img" --rw=write --bs=1M --size="$SIZE" \
 		--ioengine=psync --refill_buffers --end_fsync=1 --output=/dev/null
 done
-
-# write_config NODE MODE
-write_config() {
-	cat >"$DIR/$1.conf" <<EOF
-global {
-    control-socket $DIR/$1.ctl
-    log-level info
-    io-engine $IO_ENGINE
-}
-node alpha {
-    address 192.0.2.1:7789
-}
-node beta {
-    address 192.0.2.2:7789
-}
-volume db {
-    backing $DIR/$1.img
-    nbd-socket $DIR/$1.nbd
-    meta-disk $DIR/$1.meta
-    mode $2
-    connect-interval 200ms
-    ${RS_EXTRA:-}
-}
-EOF
-}
-
-# repl NODE FIELD: a field of NODE's replication status.
-repl() {
-	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
-}
-
-# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
-# exec, so $! is hakd itself).
-start_node() {
-	local n=$1 ns=NS_$1
-	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
-		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
-	PIDS[$n]=$!
-	wait_until "hk $n version" 10 || die "hakd on $n did not come up"
-}
-
-# pair_start MODE BLANK: fresh metadata (blank when BLANK=1), both nodes up and connected.
-pair_start() {
-	local mode=$1 blank=$2 n
-	for n in alpha beta; do
-		write_config "$n" "$mode"
-		rm -f "$DIR/$n.meta"
-		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db ${blank:+--blank} \
-			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
-	done
-	start_node alpha "$CPU_PRIMARY"
-	start_node beta "$CPU_SECONDARY"
-	for n in alpha beta; do
-		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
-			die "$n is not Connected after 20 s (link $(repl "$n" link))"
-	done
-}
-
-pair_stop() {
-	local n
-	for n in alpha beta; do
-		stop_proc "$n"
-		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
-	done
-}
-
-# pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
-pair_quiesce() {
-	wait_until quiet 60 ||
-		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
-			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
-}
 
 cat >"$DIR/tcpcopy.py" <<'EOF'
 # tcpcopy.py recv PORT | send FILE HOST PORT: a plain TCP copy of FILE, 1 MiB at a time; the
