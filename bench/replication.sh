@@ -13,13 +13,16 @@
 #                                                     --fsync the anchor, too, makes its data durable)
 #   BUSY_PEER=1 bench/replication.sh   (a busy loop pinned to the secondary's CPU for the whole
 #                                       run: a standby is rarely idle)
+#   PEER_DIR=/dev/shm bench/replication.sh   (beta's backing file there: see below)
 #
 # Workloads: 4 KiB random writes at QD32 and QD1, 1 MiB sequential writes at QD8, and commits:
 # 4 KiB random writes each followed by a FLUSH (fio --fsync=1) from 1 and from 16 jobs at QD1.
 # Configurations, in a different order each round: standalone (hakd --export, no peer: the anchor),
-# and a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
-# promoted; fio against alpha's NBD socket). Each number is the median of RUNS runs of RUNTIME
-# seconds. Output:
+# a replicated pair in async, memsync and sync mode (blank metadata, so no initial sync; alpha
+# promoted; fio against alpha's NBD socket), and qemu: QEMU's write-blocking mirror as
+# bench/pgbench.sh runs it (qemu-storage-daemon on CPU 0 exporting alpha.img and mirroring it to
+# qemu-nbd on beta.img on CPU 1; bench/lib.sh says what its FLUSH does and does not promise).
+# Each number is the median of RUNS runs of RUNTIME seconds. Output:
 #   RESULT <workload> mode=<mode> iops=<x> standalone=<y> ratio=<x/y>
 #   RESULT flush_latency_us mode=<mode> flush=<x> standalone=<y> added=<x-y>
 #                                        (fsync4k_j1: the mean latency of the FLUSH after each
@@ -103,6 +106,7 @@ cleanup() {
 	set +e
 	trap - EXIT
 	bench_teardown
+	[[ -z ${PEER_DIR:-} ]] || rm -rf "$PEER_DIR/hak-bench-repl.$SID"
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -112,6 +116,14 @@ trap 'exit 143' TERM
 # ---- the two "machines" ----------------------------------------------------------------------
 bench_net rb rps
 
+# PEER_DIR puts beta's backing file elsewhere (a symlink in DIR points to it): both nodes'
+# files share this machine's one disk, so each node's flushes queue behind the other's, which two
+# real servers never see; PEER_DIR=/dev/shm (tmpfs: fdatasync costs nothing) shows what is left
+# when the secondary's disk is out of the way.
+if [[ -n ${PEER_DIR:-} ]]; then
+	mkdir -p "$PEER_DIR/hak-bench-repl.$SID"
+	ln -s "$PEER_DIR/hak-bench-repl.$SID/beta.img" "$DIR/beta.img"
+fi
 # Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
 # which would make it look faster than it is.
 for n in alpha beta; do
@@ -119,88 +131,6 @@ for n in alpha beta; do
 	fio --name=prefill --filename="$DIR/$n.img" --rw=write --bs=1M --size="$SIZE" \
 		--ioengine=psync --refill_buffers --end_fsync=1 --output=/dev/null
 done
-
-# write_config NODE MODE
-write_config() {
-	cat >"$DIR/$1.conf" <<EOF
-global {
-    control-socket $DIR/$1.ctl
-    log-level info
-    io-engine $IO_ENGINE
-    ${GLOBAL_EXTRA:-}
-}
-node alpha {
-    address 192.0.2.1:7789
-}
-node beta {
-    address 192.0.2.2:7789
-}
-volume db {
-    backing $DIR/$1.img
-    nbd-socket $DIR/$1.nbd
-    meta-disk $DIR/$1.meta
-    mode $2
-    connect-interval 200ms
-    ${VOLUME_EXTRA:-}
-}
-EOF
-}
-
-# repl NODE FIELD: a field of NODE's replication status.
-repl() {
-	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
-}
-
-# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
-# exec, so $! is hakd itself).
-start_node() {
-	local n=$1 ns=NS_$1
-	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
-		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
-	PIDS[$n]=$!
-	wait_until "hk $n version" 10 || die "hakd on $n did not come up"
-}
-
-# pair_start MODE BLANK: fresh metadata (blank when BLANK=1), both nodes up and connected.
-pair_start() {
-	local mode=$1 blank=$2 n
-	for n in alpha beta; do
-		write_config "$n" "$mode"
-		rm -f "$DIR/$n.meta"
-		"$HAKCTL" --config "$DIR/$n.conf" --node "$n" create-md db ${blank:+--blank} \
-			>>"$DIR/create-md.log" 2>&1 || die "create-md on $n failed"
-	done
-	start_node alpha "$CPU_PRIMARY"
-	start_node beta "$CPU_SECONDARY"
-	for n in alpha beta; do
-		wait_until "[[ \$(repl $n link) == Connected ]]" 20 ||
-			die "$n is not Connected after 20 s (link $(repl "$n" link))"
-	done
-}
-
-pair_stop() {
-	local n
-	for n in alpha beta; do
-		stop_proc "$n"
-		((STOP_RC == 0)) || echo "bench: hakd on $n exited with status $STOP_RC" >&2
-	done
-}
-
-# pair_quiesce: wait for quiet, so one workload's backlog (async) does not slow the next one down.
-pair_quiesce() {
-	wait_until quiet 60 ||
-		echo "bench: alpha still has writes in flight or out of sync after 60 s:" \
-			"$(hk alpha status --json | jq -c '.volumes[0].replication')" >&2
-}
-
-standalone_start() {
-	taskset -c "$CPU_PRIMARY" "$HAKD" --export "$DIR/alpha.img" --name db \
-		--socket "$DIR/standalone.nbd" --control "$DIR/standalone.ctl" --foreground \
-		--io-engine "$IO_ENGINE" </dev/null >>"$DIR/standalone.log" 2>&1 &
-	PIDS[standalone]=$!
-	wait_until "[[ -S $DIR/standalone.nbd ]] && hk standalone version" 10 ||
-		die "standalone hakd did not come up"
-}
 
 # net_packets: packets alpha's veth sent and received so far ("tx rx").
 net_packets() {
@@ -220,6 +150,7 @@ proc_cpu_ticks() {
 run_fio() {
 	local sock=$DIR/alpha.nbd out=$DIR/fio.json
 	[[ $1 == standalone ]] && sock=$DIR/standalone.nbd
+	[[ $1 == qemu ]] && sock=$DIR/qemu.nbd
 	# shellcheck disable=SC2086
 	taskset -c "$CPU_PRIMARY" fio --name=bench --ioengine=nbd \
 		--uri="nbd+unix:///db?socket=$sock" $3 ${FIO_EXTRA:-} --size="$SIZE" --time_based \
@@ -245,7 +176,7 @@ for i in "${!WORKLOADS[@]}"; do
 	[[ ${WORKLOADS[$i]%%|*} =~ ${ONLY:-.} ]] || unset "WORKLOADS[$i]"
 done
 WORKLOADS=("${WORKLOADS[@]}")
-read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync}"
+read -r -a CONFIGS <<<"${MODES:-standalone async memsync sync qemu}"
 RESYNC=${RESYNC:-1}
 declare -A IOPS=() LAT=() FLUSH=() # "config workload" -> space-separated per-run values
 CPU_P=() CPU_S=() RS_MBPS=() TCP_MBPS=() TCPD_MBPS=() RS_CPU_P=() RS_CPU_S=() RTT_US=()
@@ -315,6 +246,8 @@ run_config() {
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
+	elif [[ $cfg == qemu ]]; then
+		qemu_start
 	else
 		pair_start "$cfg" 1
 		hk alpha primary db >/dev/null || die "promoting alpha failed"
@@ -324,14 +257,14 @@ run_config() {
 	for w in "${WORKLOADS[@]}"; do
 		name=${w%%|*}
 		args=${w#*|}
-		[[ $cfg == standalone ]] || pair_quiesce
+		[[ $cfg == @(standalone|qemu) ]] || pair_quiesce
 		if [[ $cfg == sync && $name == randwrite4k_qd32 ]]; then
 			t0p=$(proc_cpu_ticks "$ap")
 			t0s=$(proc_cpu_ticks "$bs")
 			w0=$(hk alpha status --json | jq '.volumes[0].requests.write')
 		fi
 		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
-		[[ $cfg == standalone || $name != fsync4k_* ]] || cp0=$(commit_snap)
+		[[ $cfg == @(standalone|qemu) || $name != fsync4k_* ]] || cp0=$(commit_snap)
 		res=$(run_fio "$cfg" "$name" "$args")
 		read -r r_iops r_lat r_flush <<<"$res"
 		IOPS["$cfg $name"]+="$r_iops "
@@ -359,6 +292,8 @@ run_config() {
 	if [[ $cfg == standalone ]]; then
 		stop_proc standalone
 		((STOP_RC == 0)) || echo "bench: standalone hakd exited with status $STOP_RC" >&2
+	elif [[ $cfg == qemu ]]; then
+		qemu_stop
 	else
 		pair_stop
 	fi
@@ -572,7 +507,7 @@ for w in "${WORKLOADS[@]}"; do
 	[[ -n ${IOPS["standalone $name"]:-} ]] || continue
 	# shellcheck disable=SC2086
 	sa=$(median %d ${IOPS["standalone $name"]})
-	for m in async memsync sync; do
+	for m in async memsync sync qemu; do
 		[[ -n ${IOPS["$m $name"]:-} ]] || continue
 		# shellcheck disable=SC2086
 		v=$(median %d ${IOPS["$m $name"]})
@@ -583,7 +518,7 @@ done
 if [[ -n ${FLUSH["standalone fsync4k_j1"]:-} ]]; then
 	# shellcheck disable=SC2086
 	a=$(median %.1f ${FLUSH["standalone fsync4k_j1"]})
-	for m in async memsync sync; do
+	for m in async memsync sync qemu; do
 		[[ -n ${FLUSH["$m fsync4k_j1"]:-} ]] || continue
 		# shellcheck disable=SC2086
 		b=$(median %.1f ${FLUSH["$m fsync4k_j1"]})
