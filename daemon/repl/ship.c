@@ -371,8 +371,19 @@ int ship_submit(void *ctx, struct vol_io *vio)
 			bitmap_set_range(r->bm, vio->off, vio->len);
 		return 0;
 	}
-	if (vio->op == VOL_FLUSH && r->mode == MODE_ASYNC && !req_remote_only(vio))
-		return 0; /* async: a flush is local; the peer flushes at its own barriers */
+	if (vio->op == VOL_FLUSH && r->mode != MODE_SYNC && !req_remote_only(vio)) {
+		/*
+		 * async and memsync promise that the peer has, or will get, every write, not that
+		 * its disk does: the flush makes our own copy durable and asks nothing of the peer,
+		 * as QEMU's mirror does. Waiting for the peer's fdatasync made a memsync commit
+		 * cost what a sync one does (fio, 4 KiB write + fsync: 0.50 of standalone in both).
+		 * In memsync an epoch barrier goes out now, so the peer's copy becomes stable soon
+		 * and the transfer log stays short; async's wait for the epoch timer.
+		 */
+		if (r->mode == MODE_MEMSYNC)
+			ship_epoch_close(r);
+		return 0;
+	}
 	if (r->slot_wait.head || !pend_start(r, vio)) {
 		/* Out of slots: backpressure on the client. Keep it off the active list until it
 		 * is really started. */

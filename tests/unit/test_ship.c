@@ -86,7 +86,8 @@ START_TEST(sync_ack_before_local_write)
 }
 END_TEST
 
-/* memsync: DATA asks for a RECV_ACK, and that answers the request (once written locally). */
+/* memsync: DATA asks for a RECV_ACK, and that answers the request (once written locally); a FLUSH
+ * is local. */
 START_TEST(memsync_answers_on_recv_ack)
 {
 	struct replfix *f = rf_open(&(struct rf_opts){.mode = HAK_MODE_MEMSYNC});
@@ -116,6 +117,22 @@ START_TEST(memsync_answers_on_recv_ack)
 	ck_assert_int_eq(q2->err, 0);
 	ck_assert(rf_disk_is(f, 8 * K4, K4, 4));
 	rf_inject_ack(f, WIRE_WRITE_ACK, q2->vio.rid, 0);
+	ck_assert_uint_eq(PENDING(f), 0);
+
+	/* A FLUSH is answered on the local fdatasync alone (the peer has the writes; its disk is
+	 * not promised), and closes the epoch: a barrier of our own covers the writes so far. */
+	memwire_flush(&f->data);
+	size_t barriers = rf_count(&f->data, WIRE_BARRIER);
+	struct rf_req *fl = rf_submit(f, VOL_FLUSH, 0, 0, 0, 0);
+	ck_assert_uint_eq(fl->vio.rid, UINT64_MAX);
+	rf_until(f, fl->answers == 1);
+	ck_assert_int_eq(fl->err, 0);
+	memwire_flush(&f->data);
+	ck_assert_uint_eq(rf_count(&f->data, WIRE_BARRIER), barriers + 1);
+	ck_assert_uint_eq(tlog_used(&f->r->tl), 2);
+	const struct mem_frame *bar = rf_nth(&f->data, WIRE_BARRIER, barriers);
+	rf_inject_id(f, &f->meta, WIRE_BARRIER_ACK, rf_id(bar));
+	ck_assert_uint_eq(tlog_used(&f->r->tl), 0);
 	ck_assert_uint_eq(PENDING(f), 0);
 }
 END_TEST
