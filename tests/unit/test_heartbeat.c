@@ -308,8 +308,12 @@ static void poll_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)w;
 	(void)revents;
-	if ((W.phase == 0 && both_alive()) || (W.phase == 1 && W.t_dead > 0) ||
-	    clock_mono() > W.deadline)
+	/*
+	 * The snapshot is updated by the heartbeat thread before the loop hears of it (an
+	 * ev_async), so "alive" needs the notifications too, or the check below races the wake-up.
+	 */
+	if ((W.phase == 0 && both_alive() && W.notified[0] > 0 && W.notified[1] > 0) ||
+	    (W.phase == 1 && W.t_dead > 0) || clock_mono() > W.deadline)
 		ev_break(loop, EVBREAK_ALL);
 }
 
