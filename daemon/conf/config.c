@@ -37,6 +37,7 @@
 static const char *const mode_names[] = {"sync", "memsync", "async", NULL};
 static const char *const csums_names[] = {"no", "yes", "after-crash", NULL};
 static const char *const io_error_names[] = {"detach", "pass-on", NULL};
+static const char *const fencing_names[] = {"none", "resource-only", "resource-and-stonith", NULL};
 static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
 static const char *const disk_failure_names[] = {"detach", "failover", NULL};
 static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
@@ -211,6 +212,10 @@ static const struct conf_key volume_keys[] = {
      .doc = "the rate a resync keeps while applications write, in bytes per second"},
     {"resync-fill-target", CONF_SIZE, 0, 256u << 10, 1u << 30, VFIELD(resync_fill), NULL, NULL,
      .doc = "the resync bytes in flight on an idle volume"},
+    {"fencing", CONF_ENUM, 0, 0, 0, VFIELD(fencing), NULL, NULL,
+     .doc = "what a primary does with its writes when it loses the peer", .names = fencing_names},
+    {"fence-timeout", CONF_DURATION, 0, MS(100), MS(3600000), VFIELD(fence_timeout), NULL, NULL,
+     .doc = "how long writes may stay frozen before the freeze is reported as stuck"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -489,6 +494,7 @@ static struct hak_volume_cfg *volume_append(struct hak_config *cfg, const char *
 	v->al_extent_size = HAK_DEFAULT_AL_EXTENT_SIZE;
 	v->resync_rate_min = HAK_DEFAULT_RS_RATE_MIN;
 	v->resync_fill = HAK_DEFAULT_RS_FILL;
+	v->fence_timeout = HAK_DEFAULT_FENCE_TIMEOUT;
 	cfg->n_volumes++;
 	return v;
 }
@@ -913,6 +919,37 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 	return check_paths(ps, cfg, root);
 }
 
+/*
+ * The default fencing, and the combinations that cannot work: the peer is outdated over the
+ * heartbeats and through the witness, which only a cluster section has, and stonith needs the
+ * cluster's fence-hook to run.
+ */
+static int check_fencing(struct conf_parse *ps, const struct hak_config *cfg,
+                         const struct conf_block *blk, struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+
+	if (!conf_parse_find(blk, "fencing")) {
+		v->fencing = cfg->cluster.present && v->mode != HAK_MODE_ASYNC
+		                 ? HAK_FENCING_RESOURCE_ONLY
+		                 : HAK_FENCING_NONE;
+		return 0;
+	}
+	setting_pos(blk, "fencing", &line, &col);
+	if (v->fencing != HAK_FENCING_NONE && !cfg->cluster.present)
+		return conf_parse_error(
+		    ps, line, col,
+		    "fencing %s of volume '%s' needs a cluster section: the peer is outdated over "
+		    "its heartbeat paths and through the witness; add one, or write fencing none.",
+		    fencing_names[v->fencing], v->name);
+	if (v->fencing == HAK_FENCING_STONITH && !cfg->cluster.fence_hook)
+		return conf_parse_error(ps, line, col,
+		                        "fencing resource-and-stonith of volume '%s' needs a "
+		                        "fence-hook in the cluster section to power the peer off.",
+		                        v->name);
+	return 0;
+}
+
 static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
                          const struct conf_block *root)
 {
@@ -921,7 +958,9 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 	for (const struct conf_block *c = root->children; c; c = c->next) {
 		if (strcmp(c->type, "volume") != 0)
 			continue;
-		const struct hak_volume_cfg *v = &cfg->volumes[i++];
+		struct hak_volume_cfg *v = &cfg->volumes[i++];
+		if (check_fencing(ps, cfg, c, v) < 0)
+			return -1;
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
 			return conf_parse_error(
@@ -1105,6 +1144,11 @@ void config_free(struct hak_config *cfg)
 	free(cfg->cluster.fence_hook);
 	free(cfg->cluster.preferred_node);
 	free(cfg);
+}
+
+const char *config_fencing_name(enum hak_fencing f)
+{
+	return (size_t)f < ARRAY_SIZE(fencing_names) - 1 ? fencing_names[f] : "unknown";
 }
 
 const char *config_mode_name(enum hak_repl_mode mode)

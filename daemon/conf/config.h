@@ -44,12 +44,24 @@
 #define HAK_AL_EXTENTS_MAX         12292u /* al.h AL_SLOTS_MAX */
 #define HAK_DEFAULT_RS_RATE_MIN    (10ull << 20)
 #define HAK_DEFAULT_RS_FILL        (8ull << 20)
+#define HAK_DEFAULT_FENCE_TIMEOUT  10.0 /* seconds */
 
 /* When a write is acknowledged to the client (DRBD protocols C, B, A). */
 enum hak_repl_mode {
 	HAK_MODE_SYNC,    /* after the peer wrote it */
 	HAK_MODE_MEMSYNC, /* after the peer received it */
 	HAK_MODE_ASYNC,   /* after the local write */
+};
+
+/*
+ * What a primary does with its writes when it loses the peer ("fencing", as DRBD's): none keeps
+ * acknowledging them alone, resource-only freezes them until the peer is known to be Outdated,
+ * resource-and-stonith also needs the cluster's fence-hook to succeed.
+ */
+enum hak_fencing {
+	HAK_FENCING_NONE,
+	HAK_FENCING_RESOURCE_ONLY,
+	HAK_FENCING_STONITH,
 };
 
 /* One heartbeat endpoint of a node: numeric IP and UDP port. */
@@ -154,7 +166,11 @@ struct hak_volume_cfg {
 	uint64_t resync_rate_min;  /* "resync-rate-min" bytes/s kept while applications write
 	                            * (default 10M) */
 	uint64_t resync_fill;      /* "resync-fill-target" resync bytes in flight (8M) */
-	unsigned line;             /* line of the "volume" keyword, for later diagnostics */
+	/* "fencing"; when not written: resource-only for sync and memsync volumes of a cluster
+	 * (it has the heartbeats and the witness to outdate the peer over), none otherwise */
+	enum hak_fencing fencing;
+	double fence_timeout; /* "fence-timeout": a freeze this long is reported (10s) */
+	unsigned line;        /* line of the "volume" keyword, for later diagnostics */
 };
 
 struct hak_config {
@@ -216,5 +232,6 @@ int config_find_self(const struct hak_config *cfg, const char *override_name,
                      size_t errlen);
 /* "sync", "memsync", "async". */
 const char *config_mode_name(enum hak_repl_mode mode);
+const char *config_fencing_name(enum hak_fencing f);
 
 #endif

@@ -548,7 +548,7 @@ static const struct bad_case bad_cases[] = {
      "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, "
      "csums, "
      "on-io-error, local-io-error-hook, al-extents, al-extent-size, resync-rate-max, "
-     "resync-rate-min, resync-fill-target."},
+     "resync-rate-min, resync-fill-target, fencing, fence-timeout."},
     {VOL "\tal-extents 10\n}\n", 4, 13,
      "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
      "12292."},
@@ -898,7 +898,43 @@ START_TEST(test_cluster_section)
 }
 END_TEST
 
+#define FPAIR(cluster)                                                                             \
+	CLUSTER_PAIR("10.0.0.1:7790 10.1.0.1:7790", "10.0.0.2:7790 10.1.0.2:7790", cluster)
+#define FVOL(extra) FVOLN("v", extra)
+#define FVOLN(name, extra)                                                                         \
+	"volume " name " {\n\tbacking /b" name "\n\tnbd-socket /s" name "\n" extra "}\n"
+
+/* fencing: the default follows the cluster section and the mode; what cannot work is refused. */
+START_TEST(test_fencing)
+{
+	struct hak_config *cfg = parse_ok(
+	    FPAIR(KEYFILE) FVOL("") FVOLN("w", "\tmode async\n\treplication-port-offset 1\n")
+	        FVOLN("x", "\treplication-port-offset 2\n\tfencing none\n\tfence-timeout 3s\n"));
+
+	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_RESOURCE_ONLY);
+	ck_assert_double_eq(cfg->volumes[0].fence_timeout, 10.0);
+	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_NONE);
+	ck_assert_int_eq(cfg->volumes[2].fencing, HAK_FENCING_NONE);
+	ck_assert_double_eq(cfg->volumes[2].fence_timeout, 3.0);
+	ck_assert_str_eq(config_fencing_name(cfg->volumes[0].fencing), "resource-only");
+	config_free(cfg);
+	cfg = parse_ok(NODES FVOL(""));
+	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_NONE);
+	config_free(cfg);
+	cfg = parse_ok(FPAIR(KEYFILE "\tfence-hook /bin/true\n")
+	                   FVOL("\tfencing resource-and-stonith\n"));
+	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_STONITH);
+	config_free(cfg);
+}
+END_TEST
+
 static const struct bad_case cluster_bad[] = {
+    {NODES FVOL("\tfencing resource-only\n"), 10, 10,
+     "fencing resource-only of volume 'v' needs a cluster section"},
+    {FPAIR(KEYFILE) FVOL("\tfencing resource-and-stonith\n"), 15, 10,
+     "needs a fence-hook in the cluster section"},
+    {FPAIR(KEYFILE) FVOL("\tfencing always\n"), 15, 10,
+     "Bad fencing 'always'; choose one of none, resource-only, resource-and-stonith."},
     {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
     {"cluster {\n" KEYFILE "}\n", 1, 1, "needs the two 'node NAME {' sections"},
     {"node a {\n\taddress 10.0.0.1:7789\n\theartbeat-address 10.0.0.1:7790 10.1.0.1:7790\n}\n"
@@ -1161,6 +1197,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_cluster_section);
 	tcase_add_test(tc, test_cluster_bad);
+	tcase_add_test(tc, test_fencing);
 	tcase_add_test(tc, test_raw_limits);
 	tcase_add_test(tc, test_too_many_volumes);
 	tcase_add_test(tc, test_error_buffer);
