@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ev.h>
 #include <inttypes.h>
 #include <netinet/in.h>
@@ -82,7 +83,9 @@ enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int6
                             int64_t lease_ms, struct wit_msg *reply)
 {
 	enum wit_decision d;
-	bool running;
+	bool running, self_out;
+	uint8_t self_bit, peer_bit;
+	uint32_t peer;
 
 	if (req->type != WIT_REQUEST || req->cluster_id != s->cluster_id || req->node_id < 1 ||
 	    req->node_id > 2 ||
@@ -91,8 +94,20 @@ enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int6
 	running = s->holder != 0 && now_ms < s->expires_ms;
 	if (!running)
 		s->holder = 0;
+	peer = 3 - req->node_id;
+	self_bit = (uint8_t)(1u << (req->node_id - 1));
+	peer_bit = (uint8_t)(1u << (peer - 1));
+	self_out = s->outdated & self_bit;
+	/* Only a node with current data may outdate its peer or vouch for it again, and never
+	 * the node the vote is with: the holder may be promoting this very moment. */
+	if (!self_out && (req->flags & WIT_F_OUTDATE_PEER) && !(running && s->holder == peer))
+		s->outdated |= peer_bit;
+	else if (!self_out && (req->flags & WIT_F_PEER_CURRENT))
+		s->outdated &= (uint8_t)~peer_bit;
 	if (req->flags & WIT_F_WANT) {
-		if (!running && now_ms < s->quiet_until) {
+		if (self_out) {
+			d = WIT_DENY; /* its data is not the newest: it must never serve */
+		} else if (!running && now_ms < s->quiet_until) {
 			d = WIT_DENY;
 		} else if (!running) {
 			d = WIT_GRANT;
@@ -113,7 +128,9 @@ enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int6
 	}
 	*reply = (struct wit_msg){
 	    .type = WIT_REPLY,
-	    .flags = s->holder == req->node_id ? WIT_F_GRANTED : 0,
+	    .flags = (uint16_t)((s->holder == req->node_id ? WIT_F_GRANTED : 0) |
+	                        ((s->outdated & self_bit) ? WIT_F_OUTDATED : 0) |
+	                        ((s->outdated & peer_bit) ? WIT_F_PEER_OUTDATED : 0)),
 	    .cluster_id = s->cluster_id,
 	    .node_id = req->node_id,
 	    .incarnation = req->incarnation,
@@ -190,7 +207,53 @@ struct wit_server {
 	int64_t lease_ms;
 	int fd;
 	uint64_t rx_bad, dropped;
+	char state_path[512]; /* the Outdated marks */
 };
+
+/*
+ * The Outdated marks in STATE-DIR/witness-CLUSTER.state ("outdated MASK\n"), replaced whole
+ * (write, fsync, rename) so a crash leaves the old or the new marks. The witness does nothing
+ * else, so this short synchronous write on its loop delays no other work.
+ */
+static int server_save(const struct wit_server *sv)
+{
+	char tmp[600], text[32];
+	int fd, n, rc = -1;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", sv->state_path);
+	n = snprintf(text, sizeof(text), "outdated %u\n", (unsigned)sv->st.outdated);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		goto out;
+	if (write(fd, text, (size_t)n) == n && fsync(fd) == 0 && rename(tmp, sv->state_path) == 0)
+		rc = 0;
+	close(fd);
+out:
+	if (rc < 0)
+		log_err("Witness: cannot save the Outdated marks in %s: %s; they hold until the "
+		        "witness restarts.",
+		        sv->state_path, strerror(errno));
+	return rc;
+}
+
+/* The marks saved by an earlier run; none when there is no file. */
+static int server_load(struct wit_server *sv)
+{
+	FILE *f = fopen(sv->state_path, "re");
+	unsigned mask = 0;
+	int rc = 0;
+
+	if (!f)
+		return errno == ENOENT ? 0 : -1;
+	if (fscanf(f, "outdated %u", &mask) != 1 || mask > 3) {
+		errno = EINVAL;
+		rc = -1;
+	} else {
+		sv->st.outdated = (uint8_t)mask;
+	}
+	fclose(f);
+	return rc;
+}
 
 static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
@@ -212,10 +275,26 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		}
 		uint32_t before =
 		    sv->st.holder && clock_mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
+		uint8_t out_before = sv->st.outdated;
 		enum wit_decision d = wit_grant(&sv->st, &req, clock_mono_ms(), sv->lease_ms, &rep);
 		if (d == WIT_DROP) {
 			sv->dropped++;
 			continue;
+		}
+		if (sv->st.outdated != out_before) {
+			/* persisted before the reply confirms it: a confirmed mark is never lost */
+			if (server_save(sv) < 0)
+				rep.flags &= (uint16_t)~WIT_F_PEER_OUTDATED;
+			log_notice("Witness: node %" PRIu32 " %s node %" PRIu32
+			           "; Outdated nodes now: mask %u.",
+			           req.node_id,
+			           (sv->st.outdated & ~out_before) ? "outdated"
+			                                           : "made current again",
+			           3 - req.node_id, (unsigned)sv->st.outdated);
+			events_emit("witness-outdated", "node:%" PRIu32 " outdated:%s by:%" PRIu32,
+			            3 - req.node_id,
+			            (sv->st.outdated & (1u << (2 - req.node_id))) ? "yes" : "no",
+			            req.node_id);
 		}
 		if (sv->st.holder != before || d == WIT_DENY)
 			log_notice("Witness: node %" PRIu32
@@ -266,6 +345,14 @@ int wit_serve(const struct hak_config *cfg)
 		goto out;
 	}
 	sv.st.cluster_id = cfg->cluster.cluster_id;
+	snprintf(sv.state_path, sizeof(sv.state_path), "%s/witness-%" PRIu32 ".state",
+	         cfg->state_dir, sv.st.cluster_id);
+	if (server_load(&sv) < 0) {
+		log_err("The witness cannot read its Outdated marks from %s: %s; refusing to start "
+		        "without them.",
+		        sv.state_path, strerror(errno));
+		goto out;
+	}
 	sv.lease_ms = (int64_t)(2 * cfg->cluster.deadtime * 1000.0 + 0.5);
 	sv.st.quiet_until = clock_mono_ms() + sv.lease_ms;
 	ev_io_init(&rx, server_rx_cb, sv.fd, EV_READ);
@@ -275,8 +362,10 @@ int wit_serve(const struct hak_config *cfg)
 	ev_signal_init(&s_int, server_sig_cb, SIGINT);
 	ev_signal_start(loop, &s_term);
 	ev_signal_start(loop, &s_int);
-	log_notice("Witness for cluster %" PRIu32 " listening on %s, lease %" PRId64 " ms.",
-	           sv.st.cluster_id, cfg->cluster.witness_address, sv.lease_ms);
+	log_notice("Witness for cluster %" PRIu32 " listening on %s, lease %" PRId64
+	           " ms, Outdated nodes mask %u (%s).",
+	           sv.st.cluster_id, cfg->cluster.witness_address, sv.lease_ms,
+	           (unsigned)sv.st.outdated, sv.state_path);
 	ev_run(loop, 0);
 	log_notice("Witness stopped: %" PRIu64 " bad and %" PRIu64
 	           " stale or foreign requests were dropped.",
@@ -302,16 +391,20 @@ struct wit_client {
 	struct loopthread lt;
 	ev_timer tick;
 	ev_io rx;
+	ev_async kick;                  /* main loop -> thread: send a request now */
 	int64_t sent_ms[WIT_SEND_RING]; /* thread only: send time of seq % ring */
 	uint64_t last_rx_seq;           /* thread only */
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	bool want;
+	uint16_t peer_flags; /* WIT_F_OUTDATE_PEER or WIT_F_PEER_CURRENT */
+	uint16_t reply_flags;
 	int64_t reply_at;    /* monotonic ms of the last valid reply; -1 never */
 	int64_t holds_until; /* monotonic ms: this node's own bound on its lease */
 	uint32_t holder;
 	uint64_t tx, rx_ok, rx_bad;
 	bool seen_reachable, seen_holds; /* what the main loop was last told */
+	bool seen_outdated, seen_peer_outdated;
 	uint32_t seen_holder;
 };
 
@@ -324,6 +417,8 @@ static void client_eval(struct wit_client *c, int64_t now, struct wit_client_sta
 	s->holder = s->reachable ? c->holder : 0;
 	s->last_reply_ms = c->reply_at < 0 ? -1 : now - c->reply_at;
 	s->want = c->want;
+	s->outdated = s->reachable && (c->reply_flags & WIT_F_OUTDATED);
+	s->peer_outdated = s->reachable && (c->reply_flags & WIT_F_PEER_OUTDATED);
 	s->tx = c->tx;
 	s->rx_ok = c->rx_ok;
 	s->rx_bad = c->rx_bad;
@@ -337,16 +432,18 @@ static bool client_changed(struct wit_client *c, int64_t now)
 
 	client_eval(c, now, &s);
 	ch = s.reachable != c->seen_reachable || s.holds != c->seen_holds ||
-	     s.holder != c->seen_holder;
+	     s.holder != c->seen_holder || s.outdated != c->seen_outdated ||
+	     s.peer_outdated != c->seen_peer_outdated;
+	c->seen_outdated = s.outdated;
+	c->seen_peer_outdated = s.peer_outdated;
 	c->seen_reachable = s.reachable;
 	c->seen_holds = s.holds;
 	c->seen_holder = s.holder;
 	return ch;
 }
 
-static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+static void client_send(struct wit_client *c)
 {
-	struct wit_client *c = w->data;
 	struct wit_msg m = {.type = WIT_REQUEST,
 	                    .cluster_id = c->cluster_id,
 	                    .node_id = c->node_id,
@@ -355,10 +452,8 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	int64_t now = clock_mono_ms();
 	bool ch;
 
-	(void)loop;
-	(void)revents;
 	pthread_mutex_lock(&c->mu);
-	m.flags = c->want ? WIT_F_WANT : 0;
+	m.flags = (uint16_t)((c->want ? WIT_F_WANT : 0) | c->peer_flags);
 	m.seq = ++c->seq;
 	c->sent_ms[m.seq % WIT_SEND_RING] = now;
 	c->tx++;
@@ -369,6 +464,20 @@ static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		             (const struct sockaddr *)&c->addr, c->addr_len);
 	if (ch)
 		loopthread_notify(&c->lt);
+}
+
+static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	client_send(w->data);
+}
+
+static void client_kick_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	client_send(w->data);
 }
 
 static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
@@ -402,6 +511,7 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 			c->rx_ok++;
 			c->reply_at = now;
 			c->holder = m.holder;
+			c->reply_flags = m.flags;
 			/* the witness started the lease when it received the request, after it was
 			 * sent: counting from the send time never outlives the witness's lease */
 			if (m.flags & WIT_F_GRANTED)
@@ -456,6 +566,9 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 	ev_io_init(&c->rx, client_rx_cb, c->fd, EV_READ);
 	c->rx.data = c;
 	ev_io_start(c->lt.loop, &c->rx);
+	ev_async_init(&c->kick, client_kick_cb);
+	c->kick.data = c;
+	ev_async_start(c->lt.loop, &c->kick);
 	if (loopthread_start(&c->lt, NULL) < 0) {
 		snprintf(err, errlen, "Cannot start the witness client thread: %s.",
 		         strerror(errno));
@@ -472,6 +585,21 @@ void wit_client_want(struct wit_client *c, bool want)
 	pthread_mutex_lock(&c->mu);
 	c->want = want;
 	pthread_mutex_unlock(&c->mu);
+}
+
+void wit_client_peer(struct wit_client *c, bool outdate, bool current)
+{
+	uint16_t f = outdate ? WIT_F_OUTDATE_PEER : current ? WIT_F_PEER_CURRENT : 0;
+	bool changed;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	changed = c->peer_flags != f;
+	c->peer_flags = f;
+	pthread_mutex_unlock(&c->mu);
+	if (changed)
+		ev_async_send(c->lt.loop, &c->kick);
 }
 
 void wit_client_state(struct wit_client *c, struct wit_client_state *out)

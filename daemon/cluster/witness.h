@@ -6,6 +6,13 @@
  * other node is denied while the lease runs and granted once it expired without renewal. A node
  * that no longer wants the vote (its peer is back) releases it.
  *
+ * It also remembers which node is Outdated (fencing): a primary that lost its peer asks it to
+ * record the peer as Outdated, and from then on the witness never grants that node its vote and
+ * tells it, in every reply, to mark its own disk Outdated, until the node that outdated it says
+ * a resync made it current again. The marks are kept in a file and survive a restart of the
+ * witness. A node that is Outdated itself, or that would outdate the holder of a running lease,
+ * is not listened to: the vote and the current data never part.
+ *
  * UDP, one request and one reply, authenticated with HMAC-SHA256 under the cluster's auth key
  * (the heartbeat key). The witness keeps a per-node replay window (incarnation, sequence) and
  * drops stale or replayed requests without answering; a reply echoes the request's incarnation
@@ -39,7 +46,13 @@
 
 #define WIT_F_WANT    (1u << 0) /* request: grant or renew the vote for me; else release */
 #define WIT_F_GRANTED (1u << 1) /* reply: the requester holds the vote now */
-#define WIT_F_ALL     0x3u
+/* request: record my peer as Outdated (I am a primary that lost it, fencing resource-only) */
+#define WIT_F_OUTDATE_PEER (1u << 2)
+/* request: my peer is current again (a resync from me completed): forget its Outdated mark */
+#define WIT_F_PEER_CURRENT  (1u << 3)
+#define WIT_F_OUTDATED      (1u << 4) /* reply: the requester is recorded as Outdated */
+#define WIT_F_PEER_OUTDATED (1u << 5) /* reply: the requester's peer is recorded as Outdated */
+#define WIT_F_ALL           0x3fu
 
 struct wit_msg {
 	uint8_t type;
@@ -66,6 +79,7 @@ struct wit_state {
 	/* A restarted witness forgot its holder, who still counts on its lease: no grant before
 	 * a whole lease has passed since the start. */
 	int64_t quiet_until;
+	uint8_t outdated; /* bit n-1: node n is Outdated (persistent) */
 };
 
 enum wit_decision {
@@ -79,8 +93,9 @@ enum wit_decision {
 };
 
 /*
- * The grant decision for a decoded request at monotonic time now_ms: updates *s and, unless the
- * result is WIT_DROP, fills *reply (holder, lease left, echo of the request).
+ * The grant decision for a decoded request at monotonic time now_ms: updates *s (the vote and
+ * the Outdated marks) and, unless the result is WIT_DROP, fills *reply (holder, lease left,
+ * Outdated marks, echo of the request).
  */
 enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int64_t now_ms,
                             int64_t lease_ms, struct wit_msg *reply);
@@ -103,6 +118,8 @@ struct wit_client;
 struct wit_client_state {
 	bool configured;
 	bool reachable;        /* a valid reply within deadtime */
+	bool outdated;         /* the last reply: the witness records this node as Outdated */
+	bool peer_outdated;    /* ... and the peer */
 	bool holds;            /* this node's lease is valid by its own (conservative) clock */
 	uint32_t holder;       /* as the last reply said (0 nobody) */
 	int64_t last_reply_ms; /* ago; -1 never */
@@ -121,6 +138,11 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
                                     char *err, size_t errlen);
 /* Want (grant/renew) or not (release) the vote from the next request on; thread-safe. */
 void wit_client_want(struct wit_client *c, bool want);
+/*
+ * From the next request on, ask the witness to record the peer as Outdated, or to forget that
+ * mark (never both); thread-safe. A change is sent at once, not at the next interval.
+ */
+void wit_client_peer(struct wit_client *c, bool outdate, bool current);
 void wit_client_state(struct wit_client *c, struct wit_client_state *out);
 void wit_client_stop(struct wit_client *c);
 

@@ -84,7 +84,7 @@ START_TEST(codec_fields_checked)
 	    {{.type = 3, .node_id = 1}, "type 3"},
 	    {{.type = WIT_REQUEST, .node_id = 0}, "node 0"},
 	    {{.type = WIT_REQUEST, .node_id = 3}, "node 3"},
-	    {{.type = WIT_REQUEST, .node_id = 1, .flags = 0x4}, "unknown flag"},
+	    {{.type = WIT_REQUEST, .node_id = 1, .flags = WIT_F_ALL + 1}, "unknown flag"},
 	    {{.type = WIT_REPLY, .node_id = 1, .holder = 3}, "holder 3"},
 	};
 
@@ -195,6 +195,61 @@ START_TEST(grant_quiet_after_start)
 	req.seq = 2;
 	ck_assert_int_eq(wit_grant(&s, &req, 1000, 1000, &rep), WIT_GRANT);
 	ck_assert_uint_eq(s.holder, 2);
+}
+END_TEST
+
+/* One request of node at now with flags; its decision, the reply in *rep. */
+static enum wit_decision ask(struct wit_state *s, uint32_t node, uint64_t *seq, int64_t now,
+                             uint16_t flags, struct wit_msg *rep)
+{
+	struct wit_msg req = {.type = WIT_REQUEST,
+	                      .flags = flags,
+	                      .cluster_id = 7,
+	                      .node_id = node,
+	                      .incarnation = 100 * node,
+	                      .seq = ++*seq};
+	return wit_grant(s, &req, now, 1000, rep);
+}
+
+/*
+ * The Outdated marks: a primary outdates its peer, who is then denied the vote and told so in
+ * every reply; an Outdated node cannot outdate or clear anybody; the holder of a running lease
+ * cannot be outdated; the mark goes only when the node that is current vouches for its peer.
+ */
+START_TEST(grant_outdated_marks)
+{
+	struct wit_state s = {.cluster_id = 7};
+	struct wit_msg rep;
+	uint64_t q1 = 0, q2 = 0;
+
+	/* alpha (1) lost beta (2): it asks to outdate it, and gets the confirmation */
+	ck_assert_int_eq(ask(&s, 1, &q1, 0, WIT_F_OUTDATE_PEER, &rep), WIT_QUERY);
+	ck_assert_uint_eq(s.outdated, 2);
+	ck_assert(rep.flags & WIT_F_PEER_OUTDATED);
+	ck_assert(!(rep.flags & WIT_F_OUTDATED));
+	/* beta asks for the vote: denied, and told it is Outdated, with nobody holding it */
+	ck_assert_int_eq(ask(&s, 2, &q2, 10, WIT_F_WANT, &rep), WIT_DENY);
+	ck_assert_uint_eq(s.holder, 0);
+	ck_assert(rep.flags & WIT_F_OUTDATED);
+	ck_assert(!(rep.flags & WIT_F_GRANTED));
+	/* an Outdated beta can neither outdate alpha nor clear its own mark */
+	ck_assert_int_eq(ask(&s, 2, &q2, 20, WIT_F_OUTDATE_PEER, &rep), WIT_QUERY);
+	ck_assert_int_eq(ask(&s, 2, &q2, 30, WIT_F_PEER_CURRENT, &rep), WIT_QUERY);
+	ck_assert_uint_eq(s.outdated, 2);
+	/* still denied long after any lease: the mark does not expire */
+	ck_assert_int_eq(ask(&s, 2, &q2, 100000, WIT_F_WANT, &rep), WIT_DENY);
+	/* alpha vouches for beta after the resync: the mark goes, beta may get the vote */
+	ck_assert_int_eq(ask(&s, 1, &q1, 100010, WIT_F_PEER_CURRENT, &rep), WIT_QUERY);
+	ck_assert_uint_eq(s.outdated, 0);
+	ck_assert(!(rep.flags & WIT_F_PEER_OUTDATED));
+	ck_assert_int_eq(ask(&s, 2, &q2, 100020, WIT_F_WANT, &rep), WIT_GRANT);
+	/* beta holds a running lease: alpha's outdate request is refused (beta may be promoting) */
+	ck_assert_int_eq(ask(&s, 1, &q1, 100030, WIT_F_OUTDATE_PEER | WIT_F_WANT, &rep), WIT_DENY);
+	ck_assert_uint_eq(s.outdated, 0);
+	ck_assert(!(rep.flags & WIT_F_PEER_OUTDATED));
+	/* once the lease expired, it is granted */
+	ck_assert_int_eq(ask(&s, 1, &q1, 101100, WIT_F_OUTDATE_PEER, &rep), WIT_QUERY);
+	ck_assert_uint_eq(s.outdated, 2);
 }
 END_TEST
 
@@ -340,6 +395,7 @@ static Suite *witness_suite(void)
 	tcase_add_test(tc, grant_table);
 	tcase_add_test(tc, grant_refuses_foreign);
 	tcase_add_test(tc, grant_quiet_after_start);
+	tcase_add_test(tc, grant_outdated_marks);
 	tcase_add_test(tc, addr_parse);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("runtime");
