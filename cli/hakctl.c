@@ -189,6 +189,19 @@ static void print_volume(json_t *v)
 		       "has them), %lld updates written\n",
 		       (long long)geti(al, "hot"), (long long)geti(al, "extents"),
 		       (long long)geti(al, "unstable"), (long long)geti(al, "writes"));
+	json_t *fe = json_object_get(r, "fencing");
+	if (fe && json_is_true(json_object_get(fe, "frozen")))
+		printf("  WRITES FROZEN (fencing %s): for %lld ms, %lld parked, until the peer is "
+		       "known Outdated%s\n",
+		       json_string_value(json_object_get(fe, "policy")),
+		       (long long)geti(fe, "frozen_ms"), (long long)geti(fe, "frozen_writes"),
+		       json_is_true(json_object_get(fe, "stuck")) ? " (STUCK past fence-timeout)"
+		                                                  : "");
+	else if (fe && geti(fe, "fences") > 0)
+		printf("  fencing %s: %lld freezes, the last %lld ms (the peer %s)\n",
+		       json_string_value(json_object_get(fe, "policy")),
+		       (long long)geti(fe, "fences"), (long long)geti(fe, "last_ms"),
+		       json_string_value(json_object_get(fe, "last_how")));
 	if (json_is_true(json_object_get(r, "split_brain")))
 		printf(
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "

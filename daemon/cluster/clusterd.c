@@ -48,6 +48,8 @@ struct clusterd {
 	char standby_path[512];
 	enum cluster_fence fence;
 	struct proc *fence_proc;
+	enum cluster_fence stonith; /* the fence hook run for a primary's frozen writes */
+	struct proc *stonith_proc;
 	bool want_vote;
 	bool peer_was_dead; /* for peer_returned */
 	bool peer_dead;     /* silent on every path, as of the last decision */
@@ -203,6 +205,105 @@ static void run_fence(struct clusterd *cd)
 	cd->fence = CLUSTER_FENCE_RUNNING;
 }
 
+static void stonith_done(void *ctx, const struct proc_result *res)
+{
+	struct clusterd *cd = ctx;
+	char d[128];
+
+	cd->stonith_proc = NULL;
+	proc_describe(res, volume_cfg(cd->p.vol)->fence_timeout, d, sizeof(d));
+	cd->stonith = res->exited && res->code == 0 ? CLUSTER_FENCE_OK : CLUSTER_FENCE_FAILED;
+	log_notice("Cluster manager: the fence hook run for the frozen writes against %s ended "
+	           "with %s: the peer is %s.",
+	           cd->p.peer->name, d, cd->stonith == CLUSTER_FENCE_OK ? "fenced" : "NOT fenced");
+	events_emit("cluster-fence", "peer:%s result:%s for:frozen-writes", cd->p.peer->name,
+	            cd->stonith == CLUSTER_FENCE_OK ? "ok" : "failed");
+	clusterd_kick(cd);
+}
+
+/* resource-and-stonith, or no witness to outdate a dead peer: the fence hook must power the
+ * peer off before the frozen writes may resume. */
+static void run_stonith(struct clusterd *cd)
+{
+	char env[128], tmo[64];
+	char *envp[] = {env, tmo, NULL};
+
+	if (cd->stonith_proc || cd->stonith != CLUSTER_FENCE_NOT_RUN ||
+	    !cd->p.cfg->cluster.fence_hook)
+		return;
+	snprintf(env, sizeof(env), "HAK_PEER=%s", cd->p.peer->name);
+	snprintf(tmo, sizeof(tmo), "HAK_FENCE_TIMEOUT=%.0f", volume_cfg(cd->p.vol)->fence_timeout);
+	log_warn("Cluster manager: running the fence hook against %s: writes stay frozen until it "
+	         "succeeds.",
+	         cd->p.peer->name);
+	if (proc_run_shell(cd->p.loop, cd->p.cfg->cluster.fence_hook, envp,
+	                   volume_cfg(cd->p.vol)->fence_timeout, stonith_done, cd,
+	                   &cd->stonith_proc) < 0) {
+		cd->stonith = CLUSTER_FENCE_FAILED;
+		fail_once(cd, "fence", strerror(errno));
+		return;
+	}
+	cd->stonith = CLUSTER_FENCE_RUNNING;
+}
+
+static bool disk_not_current(uint8_t disk)
+{
+	return disk == CLUSTER_DISK_OUTDATED || disk == CLUSTER_DISK_INCONSISTENT ||
+	       disk == CLUSTER_DISK_DISKLESS || disk == CLUSTER_DISK_FAILED;
+}
+
+/*
+ * Fencing, both halves (repl/fence.c has the why). A secondary with an UpToDate disk and no
+ * replication connection marks it Outdated when the witness records it so, or when the primary
+ * asks over the heartbeats. A primary whose writes are frozen asks for that
+ * on every path at once (heartbeat flag, witness) and resumes at the first confirmation; with
+ * resource-and-stonith, or when the peer is silent and there is no witness to ask, only the
+ * fence hook confirms. Once the peer is connected and UpToDate again, the witness forgets its
+ * mark.
+ */
+static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
+                       const struct wit_client_state *w)
+{
+	struct repl *r = cd->p.repl;
+	bool primary = repl_role(r) == ROLE_PRIMARY;
+	bool hb_asks = s->peer_alive && s->peer_known && s->peer.role == CLUSTER_PRIMARY &&
+	               (s->peer.flags & HB_F_OUTDATE_PEER);
+	bool stonith = volume_cfg(cd->p.vol)->fencing == HAK_FENCING_STONITH ||
+	               (!s->peer_alive && !w->configured);
+
+	/* Connected, the secondary gets every write: a mark still at the witness is from before
+	 * the resync that made it current, and the primary clears it (PEER_CURRENT below). */
+	if (!primary && repl_disk_state(r) == DISK_UPTODATE &&
+	    repl_link_state(r) < LINK_CONNECTED) {
+		if (w->outdated)
+			repl_outdate(r, "the witness records this node as Outdated");
+		else if (hb_asks)
+			repl_outdate(r,
+			             "the primary lost the replication connection and asked over "
+			             "the heartbeat paths");
+	}
+	if (repl_fencing(r)) {
+		/* back and resynced: the peer holds every parked write now */
+		if (repl_peer_serves(r)) {
+			repl_fence_confirm(r, "is connected and in sync again");
+		} else if (stonith) {
+			run_stonith(cd);
+			if (cd->stonith == CLUSTER_FENCE_OK)
+				repl_fence_confirm(r, "was powered off by the fence hook");
+		} else if (s->peer_alive && s->peer_known && disk_not_current(s->peer.disk)) {
+			repl_fence_confirm(r, s->peer.disk == CLUSTER_DISK_OUTDATED
+			                          ? "marked itself Outdated (heartbeat)"
+			                          : "is not UpToDate (heartbeat)");
+		} else if (w->peer_outdated) {
+			repl_fence_confirm(r, "is recorded Outdated by the witness");
+		}
+	} else if (!cd->stonith_proc) {
+		cd->stonith = CLUSTER_FENCE_NOT_RUN;
+	}
+	wit_client_peer(cd->wit, repl_fencing(r),
+	                !repl_fencing(r) && repl_peer_serves(r) && w->peer_outdated);
+}
+
 /* One action bit. */
 static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 {
@@ -274,16 +375,20 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 
 static uint16_t local_flags(const struct clusterd *cd, const struct cluster_out *o)
 {
-	return (uint16_t)((o->eligible ? HB_F_ELIGIBLE : 0) |
-	                  (o->want_primary ? HB_F_WANT_PRIMARY : 0) |
-	                  (volume_frozen(cd->p.vol) ? HB_F_IO_FROZEN : 0) |
-	                  (cd->standby ? HB_F_STANDBY : 0));
+	return (
+	    uint16_t)((o->eligible ? HB_F_ELIGIBLE : 0) |
+	              (o->want_primary ? HB_F_WANT_PRIMARY : 0) |
+	              (volume_frozen(cd->p.vol) || volume_fencing(cd->p.vol) ? HB_F_IO_FROZEN : 0) |
+	              (cd->standby ? HB_F_STANDBY : 0) |
+	              (repl_fencing(cd->p.repl) ? HB_F_OUTDATE_PEER : 0));
 }
 
 static void decide(struct clusterd *cd)
 {
 	struct cluster_in in;
 	struct cluster_out o;
+	struct hb_snapshot hs;
+	struct wit_client_state ws;
 	char acts[256];
 
 	build_in(cd, &in);
@@ -308,6 +413,9 @@ static void decide(struct clusterd *cd)
 	for (unsigned b = 0; b < CLUSTER_A_COUNT; b++)
 		if (o.actions & (1u << b))
 			act(cd, 1u << b, o.rule);
+	hb_snapshot(cd->hb, &hs);
+	wit_client_state(cd->wit, &ws);
+	fence_step(cd, &hs, &ws);
 	if (o.cmd_done) {
 		if (o.cmd_refused)
 			log_warn("Cluster manager: the %s command was refused: %s",
@@ -459,8 +567,8 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	    "reachable", w.reachable, "vote", w.holds, "holder", (int)w.holder, "want", w.want,
 	    "rule", cluster_rule_name(cd->last.rule), "reason", cd->last.reason, "actions", acts,
 	    "pending", cluster_cmd_name(cd->cmd), "standby", cd->standby, "frozen",
-	    volume_frozen(cd->p.vol), "eligible", cd->last.eligible, "decisions",
-	    (json_int_t)cd->decisions);
+	    volume_frozen(cd->p.vol) || volume_fencing(cd->p.vol), "eligible", cd->last.eligible,
+	    "decisions", (json_int_t)cd->decisions);
 }
 
 static int setup(struct clusterd *cd, char *err, size_t errlen)
@@ -554,6 +662,8 @@ void clusterd_stop(struct clusterd *cd)
 	ev_timer_stop(cd->p.loop, &cd->drill);
 	if (cd->fence_proc)
 		proc_cancel(cd->fence_proc);
+	if (cd->stonith_proc)
+		proc_cancel(cd->stonith_proc);
 	wit_client_stop(cd->wit);
 	hb_stop(cd->hb);
 	free(cd);

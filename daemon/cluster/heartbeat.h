@@ -39,7 +39,10 @@
 #define HB_F_WANT_PRIMARY (1u << 1)
 #define HB_F_IO_FROZEN    (1u << 2)
 #define HB_F_STANDBY      (1u << 3)
-#define HB_F_ALL          0xfu
+/* A primary that lost the replication connection asks its peer to mark itself Outdated (fencing
+ * resource-only); the peer answers by advertising the Outdated disk. */
+#define HB_F_OUTDATE_PEER (1u << 4)
+#define HB_F_ALL          0x1fu
 
 struct hb_key {
 	uint8_t bytes[HB_KEY_MAX];

@@ -20,6 +20,7 @@
 #include "ctl/events.h"
 #include "ctl/statjson.h"
 #include "diskless.h"
+#include "fence.h"
 #include "lib/buf.h"
 #include "lib/clock.h"
 #include "lib/crc32c.h"
@@ -860,11 +861,14 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 		gen_new_current(&g, fresh_gen());
 		repl_gen_store(r, &g);
 	}
-	if (force && r->disk != DISK_UPTODATE)
+	if (force && r->disk != DISK_UPTODATE) {
 		repl_log(r, LOG_LVL_WARN,
-		         "Forced promotion of a %s disk: its data is now the "
-		         "reference copy.",
+		         "FORCED promotion of a %s disk: its data is now the reference copy, and "
+		         "writes acknowledged since it stopped being current may be lost.",
 		         disk_names[r->disk]);
+		events_emit("forced-promotion", "volume:%s node:%s disk:%s", r->name,
+		            r->p.self->name, disk_names[r->disk]);
+	}
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;
 	r->promoted_ms = clock_wall_ms();
@@ -900,6 +904,7 @@ int repl_demote(struct repl *r, bool clients_connected, char *err, size_t errlen
 		return -1;
 	}
 	set_role(r, ROLE_SECONDARY);
+	fence_shutdown(r, true); /* a secondary has no writes to freeze */
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
 	repl_log(r, LOG_LVL_NOTICE, "Demoted to secondary.");
@@ -1049,6 +1054,9 @@ json_t *repl_status_json(const struct repl *r)
 		if (bl)
 			json_object_set_new(o, "barrier_latency", bl);
 	}
+	json_t *fe = fence_status_json(r);
+	if (o && fe)
+		json_object_set_new(o, "fencing", fe);
 	json_t *rs = resync_status_json(r);
 	if (o && rs)
 		json_object_set_new(o, "resync", rs);
@@ -1159,6 +1167,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	resync_init(r);
 	diskless_init(r);
 	pull_init(r);
+	fence_init(r);
 	hooks_add(&r->on_conn_lost, CONN_LOST_GENERATION, repl_conn_lost_generation, r,
 	          "generation");
 	if (tlog_init(&r->tl, TLOG_SLOTS) < 0 || verify_create(r) < 0) {
@@ -1239,7 +1248,9 @@ void repl_shutdown(struct repl *r)
 	if (!r)
 		return;
 	r->want_connect = false;
+	r->stopping = true;
 	repl_drop_connection(r, NULL);
+	fence_shutdown(r, false);
 	for (int i = 0; i < 4; i++) {
 		tstream_close(r->pending_accept[i]);
 		r->pending_accept[i] = NULL;

@@ -75,6 +75,19 @@ int repl_verify(struct repl *r, char *err, size_t errlen);
 /* Resync the blocks marked out of sync on either node (after a verify), while connected. */
 int repl_resync(struct repl *r, char *err, size_t errlen);
 
+/*
+ * Fencing (fence.c). A primary that lost an UpToDate peer under fencing resource-only or
+ * resource-and-stonith freezes its writes (repl_fencing) until the cluster manager confirms
+ * that the peer can no longer be promoted with the data it has: it marked itself Outdated,
+ * the witness recorded it Outdated, or the fence hook powered it off (how: a sentence
+ * fragment for the log). repl_outdate marks this node's own disk Outdated, persistently, until
+ * a resync makes it UpToDate again; a primary or a disk that is not UpToDate is left alone
+ * (returns -1 with errno EBUSY or EALREADY).
+ */
+bool repl_fencing(const struct repl *r);
+void repl_fence_confirm(struct repl *r, const char *how);
+int repl_outdate(struct repl *r, const char *why);
+
 /* The local disk and the link state (for the cluster manager). */
 enum repl_disk repl_disk_state(const struct repl *r);
 enum repl_link repl_link_state(const struct repl *r);

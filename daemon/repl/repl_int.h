@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "conf/config.h"
 #include "meta/gen.h"
 #include "io/io.h"
 #include "lib/hooks.h"
@@ -169,6 +170,7 @@ struct rserve {
  * then are the writes held behind resync reads let go (into the bitmap).
  */
 enum {
+	CONN_LOST_FENCE = 5, /* before any write learns that its peer is lost */
 	CONN_LOST_RESYNC = 10,
 	CONN_LOST_VERIFY = 20,
 	CONN_LOST_DISKLESS = 30,
@@ -233,6 +235,7 @@ struct repl {
 	double ping_sent;
 	uint64_t promoted_ms;  /* wall clock of the last promotion (not persisted) */
 	bool lost_established; /* on_conn_lost runs for a connection past its handshake */
+	bool stopping;         /* repl_shutdown: a lost connection is no reason to fence */
 	/* Who else must act when the connection drops, or a range is free (the orders above). */
 	struct hooks on_conn_lost, on_write_done, on_apply_done;
 
@@ -321,6 +324,16 @@ struct repl {
 	uint64_t remote_reads;       /* chunks the peer served */
 	struct rserve *rserve_wait;  /* behind overlapping applies, arrival order */
 	unsigned rserve_count;       /* reading or waiting */
+
+	/* ---- fence.c: fencing (the primary) and the Outdated mark (the secondary) ---- */
+	enum hak_fencing fencing_policy;
+	bool fencing;            /* writes frozen until the peer is known Outdated */
+	bool fence_stuck;        /* ... for longer than fence-timeout */
+	double fence_start;      /* ev_now when the freeze began */
+	uint64_t fence_prev_gen; /* the current generation when the peer was lost */
+	ev_timer fence_timer;    /* fence-timeout */
+	uint64_t fences, fence_ms_total, fence_ms_last;
+	char fence_how[96]; /* how the last freeze ended */
 
 	/* ---- pull.c: hakctl attach, the re-attached disk filled from the peer ---- */
 	struct bitmap *pull_bm;   /* blocks the re-attached disk still lacks */

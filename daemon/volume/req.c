@@ -95,8 +95,37 @@ static void req_answer(struct vol_io *vio)
 
 static void req_answer_if_settled(struct vol_io *vio)
 {
-	if ((vio->rq & RQ_LOCAL_DONE) && !(vio->rq & RQ_NET_WAIT))
+	if ((vio->rq & RQ_LOCAL_DONE) && !(vio->rq & (RQ_NET_WAIT | RQ_FENCED)))
 		req_answer(vio);
+}
+
+/* The peer was lost while the volume fences: the write may be acknowledged only once the peer
+ * is known to be Outdated (or fail, if this node steps down), so it waits here. */
+static void req_fence_park(struct vol_io *vio)
+{
+	struct volume *v = vio->vol;
+	vio->rq |= RQ_FENCED;
+	vio->fence_next = NULL;
+	if (v->fence_tail)
+		v->fence_tail->fence_next = vio;
+	else
+		v->fence_head = vio;
+	v->fence_tail = vio;
+	v->fence_parked++;
+}
+
+void req_fence_release(struct volume *v)
+{
+	struct vol_io *vio = v->fence_head;
+	v->fence_head = v->fence_tail = NULL;
+	v->fence_parked = 0;
+	while (vio) {
+		struct vol_io *next = vio->fence_next;
+		vio->fence_next = NULL;
+		vio->rq &= ~RQ_FENCED;
+		req_answer_if_settled(vio);
+		vio = next;
+	}
 }
 
 /* The local side is over with err (0 or a positive errno). */
@@ -170,7 +199,7 @@ static void req_submit(struct vol_io *vio)
 		req_answer(vio);
 		return;
 	}
-	if (v->frozen && req_is_write(vio)) {
+	if ((v->frozen || v->fencing) && req_is_write(vio)) {
 		vio->rq |= RQ_HELD | RQ_FROZEN;
 		rangelock_add(&v->frozen_q, &vio->range, vio->off, vio->len);
 		return;
@@ -229,6 +258,8 @@ void req_mod(struct vol_io *vio, enum req_event ev, int err)
 		if (ev == REQ_ACKED && err == 0)
 			vio->rq |= RQ_NET_OK;
 		req_peer_timed(vio);
+		if (ev == REQ_PEER_LOST && vio->vol->fencing && !vio->vol->failing)
+			req_fence_park(vio);
 		req_answer_if_settled(vio);
 		break;
 	case REQ_PEER_HAS:

@@ -38,6 +38,7 @@
 #define RQ_NET_OK     (1u << 5) /* the peer confirmed it on its disk */
 #define RQ_REMOTE     (1u << 6) /* the local disk does not count: the peer's answer decides */
 #define RQ_DONE       (1u << 7) /* answered */
+#define RQ_FENCED     (1u << 8) /* its peer was lost while the volume fences: parked */
 
 enum req_event {
 	REQ_SUBMIT = 0, /* a new request from a client (volume_submit) */

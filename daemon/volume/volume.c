@@ -309,16 +309,40 @@ int volume_submit(struct volume *vol, struct vol_io *vio)
 	return 0;
 }
 
-void volume_freeze(struct volume *vol, bool frozen)
+/* Each held write goes on exactly as if it had arrived now, once nothing holds them. */
+static void vol_thaw(struct volume *vol)
 {
-	vol->frozen = frozen;
-	vol->failing = false;
-	/* each held write goes on exactly as if it had arrived now */
-	while (!vol->frozen && vol->frozen_q.head) {
+	while (!vol->frozen && !vol->fencing && vol->frozen_q.head) {
 		struct range *e = vol->frozen_q.head;
 		rangelock_del(e);
 		req_mod(range_entry(e, struct vol_io, range), REQ_UNFREEZE, 0);
 	}
+}
+
+void volume_freeze(struct volume *vol, bool frozen)
+{
+	vol->frozen = frozen;
+	vol->failing = false;
+	vol_thaw(vol);
+}
+
+void volume_fence(struct volume *vol, bool on)
+{
+	vol->fencing = on;
+	if (on)
+		return;
+	req_fence_release(vol);
+	vol_thaw(vol);
+}
+
+bool volume_fencing(const struct volume *vol)
+{
+	return vol->fencing;
+}
+
+unsigned volume_fence_parked(const struct volume *vol)
+{
+	return vol->fence_parked;
 }
 
 bool volume_frozen(const struct volume *vol)
@@ -329,6 +353,9 @@ bool volume_frozen(const struct volume *vol)
 void volume_fail_writes(struct volume *vol)
 {
 	vol->frozen = vol->failing = true;
+	/* the parked writes' peer never confirmed them: req_result() now fails them */
+	vol->fencing = false;
+	req_fence_release(vol);
 	while (vol->frozen_q.head) {
 		struct range *e = vol->frozen_q.head;
 		rangelock_del(e);

@@ -71,6 +71,7 @@ struct vol_io {
 	int rr_err;
 	/* Writes and flushes: when the request arrived (CLOCK_MONOTONIC ns), for vol_stats.lat. */
 	int64_t t_start;
+	struct vol_io *fence_next; /* parked while the volume fences (req.c) */
 };
 
 /*
@@ -167,6 +168,17 @@ bool volume_frozen(const struct volume *vol);
  */
 void volume_fail_writes(struct volume *vol);
 bool volume_failing(const struct volume *vol);
+/*
+ * Replication's fence (fencing resource-only): the peer was lost and is not yet known to be
+ * Outdated, so no write may be acknowledged. While on, a write whose peer was lost is parked,
+ * neither answered nor failed, and new writes wait as in a freeze; off answers the parked ones
+ * (they are in the bitmap) and lets the waiting ones go, unless the cluster manager's freeze
+ * still holds them. volume_fail_writes() ends it too: the parked writes fail with EIO.
+ */
+void volume_fence(struct volume *vol, bool on);
+bool volume_fencing(const struct volume *vol);
+/* Writes parked by the fence now. */
+unsigned volume_fence_parked(const struct volume *vol);
 const char *volume_name(const struct volume *vol);
 uint64_t volume_size(const struct volume *vol);
 const struct hak_volume_cfg *volume_cfg(const struct volume *vol);

@@ -27,7 +27,13 @@ struct volume {
 	bool frozen;               /* the cluster manager holds new writes (lost quorum) */
 	bool failing;              /* ... or fails them: volume_fail_writes() */
 	struct rangelock frozen_q; /* held writes, in arrival order */
+	bool fencing;              /* replication's fence: volume_fence() */
+	struct vol_io *fence_head, *fence_tail; /* writes whose answer the fence holds */
+	unsigned fence_parked;
 };
+
+/* req.c: answer the writes the fence parked (their result as req_result() finds it now). */
+void req_fence_release(struct volume *v);
 
 /* volume.c: start the local side of vio: its I/O on the backing store, or through the peer when
  * the disk is gone or does not hold the range yet. Ends in REQ_LOCAL_DONE. */

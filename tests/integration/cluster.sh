@@ -7,7 +7,8 @@
 #                        CLUSTER_HB_INTERVAL / CLUSTER_DEADTIME (default 100ms / 500ms) set
 #                        the heartbeats, CLUSTER_PING_INTERVAL / CLUSTER_PING_TIMEOUT (200ms /
 #                        1s) the replication link's; PAIR_EXTRA adds a line to the volume
-#                        section, CLUSTER_GLOBAL_EXTRA one to the global section; a function
+#                        section, CLUSTER_GLOBAL_EXTRA one to the global section,
+#                        CLUSTER_EXTRA one to the cluster section; a function
 #                        cluster_group_extra NODE, if defined, prints more resources for the
 #                        svc group; redefine _cluster_group NODE to print another group section.
 #   role NAME            NAME's role (primary/secondary/down)
@@ -60,6 +61,7 @@ cluster {
     deadtime ${CLUSTER_DEADTIME:-500ms}
     on-quorum-loss $CLUSTER_ONQL
     witness-address 192.0.2.250:7791
+    ${CLUSTER_EXTRA:-}
 }
 volume db {
     backing $WORK/$n.img
