@@ -925,23 +925,27 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
  * cluster's fence-hook to run.
  */
 static int check_fencing(struct conf_parse *ps, const struct hak_config *cfg,
-                         const struct conf_block *blk, struct hak_volume_cfg *v)
+                         const struct conf_block *blk, struct hak_volume_cfg *v, bool first)
 {
 	unsigned line, col;
+	/* The cluster manager drives the first volume only (it is what confirms a fence). */
+	bool managed = cfg->cluster.present && first;
 
 	if (!conf_parse_find(blk, "fencing")) {
-		v->fencing = cfg->cluster.present && v->mode != HAK_MODE_ASYNC
-		                 ? HAK_FENCING_RESOURCE_ONLY
-		                 : HAK_FENCING_NONE;
+		v->fencing = managed && v->mode != HAK_MODE_ASYNC ? HAK_FENCING_RESOURCE_ONLY
+		                                                  : HAK_FENCING_NONE;
 		return 0;
 	}
 	setting_pos(blk, "fencing", &line, &col);
-	if (v->fencing != HAK_FENCING_NONE && !cfg->cluster.present)
+	if (v->fencing != HAK_FENCING_NONE && !managed)
 		return conf_parse_error(
 		    ps, line, col,
-		    "fencing %s of volume '%s' needs a cluster section: the peer is outdated over "
-		    "its heartbeat paths and through the witness; add one, or write fencing none.",
-		    fencing_names[v->fencing], v->name);
+		    "fencing %s of volume '%s' needs the cluster manager: the peer is outdated "
+		    "over "
+		    "its heartbeat paths and through the witness, and the cluster section drives "
+		    "the first volume only; %s, or write fencing none.",
+		    fencing_names[v->fencing], v->name,
+		    cfg->cluster.present ? "make it the first volume" : "add a cluster section");
 	if (v->fencing == HAK_FENCING_STONITH && !cfg->cluster.fence_hook)
 		return conf_parse_error(ps, line, col,
 		                        "fencing resource-and-stonith of volume '%s' needs a "
@@ -959,7 +963,7 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		if (strcmp(c->type, "volume") != 0)
 			continue;
 		struct hak_volume_cfg *v = &cfg->volumes[i++];
-		if (check_fencing(ps, cfg, c, v) < 0)
+		if (check_fencing(ps, cfg, c, v, i == 1) < 0)
 			return -1;
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;

@@ -918,6 +918,11 @@ START_TEST(test_fencing)
 	ck_assert_double_eq(cfg->volumes[2].fence_timeout, 3.0);
 	ck_assert_str_eq(config_fencing_name(cfg->volumes[0].fencing), "resource-only");
 	config_free(cfg);
+	/* a second sync volume is not driven by the cluster manager: no fencing by default */
+	cfg = parse_ok(FPAIR(KEYFILE) FVOL("") FVOLN("w", "\treplication-port-offset 1\n"));
+	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_RESOURCE_ONLY);
+	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_NONE);
+	config_free(cfg);
 	cfg = parse_ok(NODES FVOL(""));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_NONE);
 	config_free(cfg);
@@ -930,9 +935,11 @@ END_TEST
 
 static const struct bad_case cluster_bad[] = {
     {NODES FVOL("\tfencing resource-only\n"), 10, 10,
-     "fencing resource-only of volume 'v' needs a cluster section"},
+     "fencing resource-only of volume 'v' needs the cluster manager"},
     {FPAIR(KEYFILE) FVOL("\tfencing resource-and-stonith\n"), 15, 10,
      "needs a fence-hook in the cluster section"},
+    {FPAIR(KEYFILE) FVOL("") FVOLN("w", "\treplication-port-offset 1\n\tfencing resource-only\n"),
+     20, 10, "the cluster section drives the first volume only; make it the first volume"},
     {FPAIR(KEYFILE) FVOL("\tfencing always\n"), 15, 10,
      "Bad fencing 'always'; choose one of none, resource-only, resource-and-stonith."},
     {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
