@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# timeout: 240
+# One-way partitions (fencing resource-only, the acknowledged-write ledger, the sampler): the
+# cluster pair of cluster.sh under a write storm on alpha, the witness reachable from both. A
+# blackhole route drops every packet one node sends to the other on both paths, while the other
+# direction still flows, so one node hears heartbeats its peer never gets:
+#   1. alpha -> beta dropped: beta finds alpha silent, gets the vote and promotes; alpha, which
+#      still hears beta, cannot outdate the holder of the vote and stays frozen, then sees two
+#      primaries and yields to the vote: its writes fail, it is Outdated. After the heal it
+#      resyncs from beta by itself (no split brain), and beta holds every acknowledged write.
+#   2. beta -> alpha dropped (beta now primary, alpha secondary, the storm on beta): the mirror
+#      image: alpha finds beta silent, gets the vote and promotes with every write beta
+#      acknowledged (sync); beta, frozen, yields. The heal converges by itself, and alpha holds
+#      both storms' acknowledged writes.
+# The sampler checks throughout that the two never acknowledge writes in the same round.
+# shellcheck source=tests/integration/lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/integration/pair.sh
+. "$(dirname "$0")/pair.sh"
+# shellcheck source=tests/integration/cluster.sh
+. "$(dirname "$0")/cluster.sh"
+require_hakd
+require_cmd jq sha256sum
+
+LEDGER=$TOOLS/hak-ledger
+[[ -x $LEDGER ]] || fail "$LEDGER is not built"
+
+ledger_records() {
+	local sz
+	sz=$(stat -c %s "$1" 2>/dev/null) || sz=32
+	echo $(((sz > 32 ? sz - 32 : 0) / 16))
+}
+# storm NODE LEDGER ID: a ledger writer on NODE's export in the background (pid in STORM).
+storm() {
+	"$LEDGER" write --uri "$(node_uri "$1")" --ledger "$2" --seconds 40 --blocks 2048 \
+		--region-offset $(($3 * 16 << 20)) --qd 8 --flush-every 16 --writer-id "$3" \
+		--seed "$3" >"$2.out" 2>"$2.err" &
+	STORM=$!
+	track_pid "$STORM"
+}
+ledger_clean() {
+	local out rc=0
+	out=$("$LEDGER" verify --ledger "$1" --file "$2" 2>&1) || rc=$?
+	log "$(basename "$1") against $(basename "$2"): $(grep '^verify:' <<<"$out")"
+	assert_eq "$rc" 0 "ledger verify of $(basename "$1") ($out)"
+	[[ $out =~ \ 0\ missing ]] || fail "missing writes: $out"
+}
+# drop_from NODE: NODE's packets to its peer vanish on both paths (the other way still flows).
+drop_from() {
+	local ns=NS_$1 a=2 b=130
+	[[ $1 == beta ]] && a=1 b=129
+	ip -n "${!ns}" route add blackhole "192.0.2.$a/32"
+	ip -n "${!ns}" route add blackhole "192.0.2.$b/32"
+	defer "ip -n ${!ns} route del blackhole 192.0.2.$a/32 2>/dev/null || true"
+	defer "ip -n ${!ns} route del blackhole 192.0.2.$b/32 2>/dev/null || true"
+}
+heal_from() {
+	local ns=NS_$1 a=2 b=130
+	[[ $1 == beta ]] && a=1 b=129
+	ip -n "${!ns}" route del blackhole "192.0.2.$a/32"
+	ip -n "${!ns}" route del blackhole "192.0.2.$b/32"
+}
+primary_of() {
+	local r
+	for r in alpha beta; do
+		if [[ $(role "$r") == primary ]]; then echo -n "$r "; fi
+	done
+}
+
+PAIR_BLANK=1 cluster_setup sync 64M
+pair_report_logs
+wait_synced 30
+wait_for "[[ \$(role alpha) == primary ]]" 10 || fail "alpha did not become primary"
+hk beta unstandby >/dev/null
+wait_synced 30
+sampler_start
+
+# ---- 1. alpha -> beta dropped ----
+L1=$WORK/one.ledger
+storm alpha "$L1" 1
+wait_for "(( \$(ledger_records $L1) > 200 ))" 10 || fail "the storm got no writes acknowledged"
+drop_from alpha
+t0=$(date +%s.%N)
+wait_for "[[ \$(role beta) == primary && \$(role alpha) == secondary ]]" 20 ||
+	fail "not one primary: alpha $(role alpha) ($(cl alpha reason)), beta $(role beta) ($(cl beta reason))"
+log "1: beta primary, alpha stepped down $(elapsed_since "$t0") s after the cut; alpha's disk $(repl alpha disk)"
+wait "$STORM" || true
+log "1: storm on alpha: $(cat "$L1.out")"
+assert_eq "$(repl alpha disk)" Outdated "alpha's disk after yielding"
+heal_from alpha
+wait_synced 40
+grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
+ledger_clean "$L1" "$(backing beta)"
+log "1: healed: alpha resynced from beta by itself"
+
+# ---- 2. beta -> alpha dropped, beta primary ----
+L2=$WORK/two.ledger
+storm beta "$L2" 2
+wait_for "(( \$(ledger_records $L2) > 200 ))" 10 || fail "the storm on beta got no writes acknowledged"
+drop_from beta
+t0=$(date +%s.%N)
+sleep 6 # detection, vote, fence, and whatever follows
+p=$(primary_of)
+log "2: $(elapsed_since "$t0") s after the cut: primary: $p; alpha $(cl alpha rule), beta $(cl beta rule)"
+assert_eq "$p" "alpha " "the primary after beta's packets stopped reaching alpha"
+assert_eq "$(repl beta disk)" Outdated "beta's disk after yielding"
+kill -TERM "$STORM" 2>/dev/null || true
+wait "$STORM" || true
+log "2: storm on beta: $(cat "$L2.out")"
+heal_from beta
+wait_synced 40
+grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
+sampler_assert 50
+node_stop alpha
+node_stop beta
+assert_eq "$(sha256sum <"$(backing beta)")" "$(sha256sum <"$(backing alpha)")" "both copies"
+ledger_clean "$L1" "$(backing alpha)"
+ledger_clean "$L2" "$(backing alpha)"
+log "PASS"
