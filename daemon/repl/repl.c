@@ -280,6 +280,22 @@ static void handshake_complete(struct repl *r)
 		         gen_rule_name(rule));
 		d = d == GEN_FULL_SOURCE ? GEN_SYNC_SOURCE : GEN_SYNC_TARGET;
 	}
+	/*
+	 * Equal generations, but one side is Outdated with blocks in its bitmap: a primary that
+	 * stepped down before its peer was fenced went back to the generation both share
+	 * (fence.c), and the writes it failed are in those blocks. The UpToDate side overwrites
+	 * them, so the copies end up equal; both sides see the same facts and decide alike.
+	 */
+	if (d == GEN_NO_SYNC && rule == GEN_RULE_EQUAL && local.current) {
+		if (r->disk == DISK_OUTDATED && h->disk == DISK_UPTODATE && bitmap_count(r->bm) > 0)
+			d = GEN_SYNC_TARGET;
+		else if (r->disk == DISK_UPTODATE && h->disk == DISK_OUTDATED && h->bits_set > 0)
+			d = GEN_SYNC_SOURCE;
+		if (d != GEN_NO_SYNC)
+			repl_log(r, LOG_LVL_INFO,
+			         "Equal generations, but the Outdated side has blocks out of sync: "
+			         "resyncing them from the UpToDate side.");
+	}
 	r->peer_role = h->role;
 	r->peer_disk = h->disk;
 	gen_format(&local, lg, sizeof(lg));

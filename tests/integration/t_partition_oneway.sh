@@ -12,6 +12,11 @@
 #      image: alpha finds beta silent, gets the vote and promotes with every write beta
 #      acknowledged (sync); beta, frozen, yields. The heal converges by itself, and alpha holds
 #      both storms' acknowledged writes.
+#   3. every link cut, the witness's too (alpha primary, the storm on alpha): nobody has a vote;
+#      alpha freezes, then steps down (on-quorum-loss demote), fails its frozen writes and goes
+#      back Outdated to the generation both share, with its failed writes in its bitmap; beta
+#      does not promote. After the heal the equal generations and alpha's bitmap make a bitmap
+#      resync from beta: the copies end up equal with nobody's acknowledged write lost.
 # The sampler checks throughout that the two never acknowledge writes in the same round.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -110,10 +115,34 @@ log "2: storm on beta: $(cat "$L2.out")"
 heal_from beta
 wait_synced 40
 grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
+
+# ---- 3. every link cut ----
+L3=$WORK/three.ledger
+storm alpha "$L3" 3
+wait_for "(( \$(ledger_records $L3) > 200 ))" 10 || fail "the storm got no writes acknowledged"
+witness_cut alpha
+witness_cut beta
+path_down 1
+path_down 2
+wait_for "[[ \$(role alpha) == secondary ]]" 20 || fail "alpha did not step down: $(cl alpha reason)"
+wait "$STORM" || true
+log "3: storm on alpha: $(cat "$L3.out"); alpha $(repl alpha disk), beta $(role beta) $(repl beta disk)"
+assert_eq "$(role beta)" secondary "beta without a vote"
+assert_eq "$(repl alpha disk)" Outdated "alpha after stepping down unfenced"
+path_up 1
+path_up 2
+witness_heal alpha
+witness_heal beta
+wait_synced 60
+grep -q "Equal generations, but the Outdated side has blocks out of sync" "$WORK/alpha.log" ||
+	fail "alpha's failed writes were not resynced"
+wait_for "[[ -n \$(primary_of) ]]" 20 || fail "no primary after the heal"
+log "3: healed: primary $(primary_of)"
 sampler_assert 50
 node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing beta)")" "$(sha256sum <"$(backing alpha)")" "both copies"
 ledger_clean "$L1" "$(backing alpha)"
 ledger_clean "$L2" "$(backing alpha)"
+ledger_clean "$L3" "$(backing beta)"
 log "PASS"
