@@ -213,8 +213,8 @@ static void stonith_done(void *ctx, const struct proc_result *res)
 	cd->stonith_proc = NULL;
 	proc_describe(res, volume_cfg(cd->p.vol)->fence_timeout, d, sizeof(d));
 	cd->stonith = res->exited && res->code == 0 ? CLUSTER_FENCE_OK : CLUSTER_FENCE_FAILED;
-	log_notice("Cluster manager: the fence hook run for the frozen writes against %s ended "
-	           "with %s: the peer is %s.",
+	log_notice("Cluster manager: the fence hook run for the frozen writes against %s: %s; "
+	           "the peer is %s.",
 	           cd->p.peer->name, d, cd->stonith == CLUSTER_FENCE_OK ? "fenced" : "NOT fenced");
 	events_emit("cluster-fence", "peer:%s result:%s for:frozen-writes", cd->p.peer->name,
 	            cd->stonith == CLUSTER_FENCE_OK ? "ok" : "failed");

@@ -2,8 +2,9 @@
 # timeout: 200
 # fencing resource-and-stonith, with the acknowledged-write ledger: the cluster pair of cluster.sh
 # with a fence-hook (WORK/fence.sh) whose behaviour the test picks, fence-timeout 2s.
-#   d. the hook fails: the replication link (path 1) is cut under a write storm; alpha freezes,
-#      runs the hook with HAK_PEER=beta and HAK_FENCE_TIMEOUT, and since it failed, writes stay
+#   d. the hook hangs: the replication link (path 1) is cut under a write storm; alpha freezes,
+#      runs the hook with HAK_PEER=beta and HAK_FENCE_TIMEOUT, kills it after fence-timeout, and
+#      since it failed, writes stay
 #      frozen (no write is acknowledged for 3 s, the freeze is reported stuck) although beta
 #      marked itself Outdated; when the link returns, beta resyncs and writes resume.
 #   e. the hook kills beta's hakd (as a power fence would): alpha resumes once the hook
@@ -46,11 +47,12 @@ cat >"$WORK/fence.sh" <<EOF
 echo "peer=\$HAK_PEER timeout=\$HAK_FENCE_TIMEOUT" >>"$WORK/fence.calls"
 case "\$(cat "$WORK/fence.mode")" in
 kill) kill -KILL "\$(cat "$WORK/beta.pid")" && exit 0 ;;
+hang) exec sleep 60 ;;
 esac
 exit 1
 EOF
 chmod +x "$WORK/fence.sh"
-echo fail >"$WORK/fence.mode"
+echo hang >"$WORK/fence.mode"
 CLUSTER_EXTRA="fence-hook $WORK/fence.sh" PAIR_EXTRA="fencing resource-and-stonith
     fence-timeout 2s" PAIR_BLANK=1 cluster_setup sync 64M
 pair_report_logs
@@ -76,8 +78,7 @@ assert_eq "$(ledger_records "$L1")" "$n0" "writes acknowledged while the hook ha
 assert_eq "$(fence alpha frozen)" true "alpha frozen with a failed hook"
 log "d: frozen for $(fence alpha frozen_ms) ms with $(fence alpha frozen_writes) parked writes," \
 	"none acknowledged; beta's disk: $(repl beta disk)"
-grep -q "ended with exit status 1: the peer is NOT fenced" "$WORK/alpha.log" ||
-	grep -q "the peer is NOT fenced" "$WORK/alpha.log" || fail "alpha did not log the failed hook"
+grep "the peer is NOT fenced" "$WORK/alpha.log" || fail "alpha did not log the failed hook"
 path_up 1
 wait_for "[[ \$(fence alpha frozen) == false ]]" 30 || fail "alpha stayed frozen after the link returned"
 log "d: resumed after $(fence alpha last_ms) ms ($(fence alpha last_how))"
