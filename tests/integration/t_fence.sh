@@ -21,37 +21,10 @@
 . "$(dirname "$0")/cluster.sh"
 require_hakd
 require_cmd jq sha256sum
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/ledger.sh"
 
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
 
-ledger_records() {
-	local sz
-	sz=$(stat -c %s "$1" 2>/dev/null) || sz=32
-	echo $(((sz > 32 ? sz - 32 : 0) / 16))
-}
-
-# storm LEDGER SECONDS ID: a ledger writer on alpha's export in the background (pid in STORM),
-# on 8 MiB of its own (a ledger's generations are its own: two must not share blocks).
-storm() {
-	"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$1" --seconds "$2" --blocks 2048 \
-		--region-offset $(($3 * 16 << 20)) --qd 8 --flush-every 16 --writer-id "$3" \
-		--seed "$3" >"$1.out" 2>"$1.err" &
-	STORM=$!
-	track_pid "$STORM"
-}
-
-# ledger_clean LEDGER FILE: every acknowledged write of LEDGER is in FILE.
-ledger_clean() {
-	local out rc=0
-	out=$("$LEDGER" verify --ledger "$1" --file "$2" 2>&1) || rc=$?
-	log "$(basename "$1") against $(basename "$2"): $(grep '^verify:' <<<"$out")"
-	assert_eq "$rc" 0 "ledger verify of $(basename "$1") ($out)"
-	[[ $out =~ \ 0\ missing ]] || fail "missing writes: $out"
-}
-
-fence() { hk "$1" status --json | jq -r ".volumes[0].replication.fencing.$2"; }
-disk() { hk "$1" status --json | jq -r '.volumes[0].disk // .volumes[0].replication.disk'; }
 
 PAIR_BLANK=1 cluster_setup sync 64M
 pair_report_logs
@@ -63,7 +36,7 @@ assert_eq "$(fence alpha policy)" resource-only "alpha's default fencing"
 
 # ---- a. replication link cut, heartbeats alive, then the primary dies ----
 L1=$WORK/a.ledger
-storm "$L1" 30 1
+ledger_storm alpha "$L1" 1 30
 wait_for "(( \$(ledger_records $L1) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 path_down 1
 t0=$(date +%s.%N)
@@ -94,7 +67,7 @@ ledger_clean "$L1" "$(backing beta)"
 
 # ---- b. the secondary frozen (SIGSTOP) under a write storm ----
 L3=$WORK/b.ledger
-storm "$L3" 30 3
+ledger_storm alpha "$L3" 3 30
 wait_for "(( \$(ledger_records $L3) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 kill -STOP "${NODE_PIDS[beta]}"
 defer "kill -CONT ${NODE_PIDS[beta]} 2>/dev/null || true"
@@ -117,7 +90,7 @@ ledger_clean "$L3" "$(backing beta)"
 
 # ---- c. the secondary dies, then the primary; the secondary restarts alone ----
 L2=$WORK/c.ledger
-storm "$L2" 30 2
+ledger_storm alpha "$L2" 2 30
 wait_for "(( \$(ledger_records $L2) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 node_kill9 beta
 wait_for "[[ \$(fence alpha fences) == 2 && \$(fence alpha frozen) == false ]]" 10 ||

@@ -17,30 +17,9 @@
 . "$(dirname "$0")/cluster.sh"
 require_hakd
 require_cmd jq sha256sum
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/ledger.sh"
 
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
-
-ledger_records() {
-	local sz
-	sz=$(stat -c %s "$1" 2>/dev/null) || sz=32
-	echo $(((sz > 32 ? sz - 32 : 0) / 16))
-}
-storm() {
-	"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$1" --seconds "$2" --blocks 2048 \
-		--region-offset $(($3 * 16 << 20)) --qd 8 --flush-every 16 --writer-id "$3" \
-		--seed "$3" >"$1.out" 2>"$1.err" &
-	STORM=$!
-	track_pid "$STORM"
-}
-ledger_clean() {
-	local out rc=0
-	out=$("$LEDGER" verify --ledger "$1" --file "$2" 2>&1) || rc=$?
-	log "$(basename "$1") against $(basename "$2"): $(grep '^verify:' <<<"$out")"
-	assert_eq "$rc" 0 "ledger verify of $(basename "$1") ($out)"
-	[[ $out =~ \ 0\ missing ]] || fail "missing writes: $out"
-}
-fence() { hk "$1" status --json | jq -r ".volumes[0].replication.fencing.$2"; }
 
 cat >"$WORK/fence.sh" <<EOF
 #!/bin/sh
@@ -64,7 +43,7 @@ assert_eq "$(fence alpha policy)" resource-and-stonith "alpha's fencing"
 
 # ---- d. the fence hook fails: writes stay frozen until the peer is back and in sync ----
 L1=$WORK/d.ledger
-storm "$L1" 40 1
+ledger_storm alpha "$L1" 1 40
 wait_for "(( \$(ledger_records $L1) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 path_down 1
 wait_for "[[ \$(fence alpha frozen) == true ]]" 10 || fail "alpha did not freeze: $(hk alpha status)"
@@ -92,7 +71,7 @@ wait_synced 30
 echo kill >"$WORK/fence.mode"
 echo "${NODE_PIDS[beta]}" >"$WORK/beta.pid"
 L2=$WORK/e.ledger
-storm "$L2" 30 2
+ledger_storm alpha "$L2" 2 30
 wait_for "(( \$(ledger_records $L2) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 path_down 1
 wait_for "! node_alive beta" 15 || fail "the fence hook did not kill beta"

@@ -26,30 +26,9 @@
 . "$(dirname "$0")/cluster.sh"
 require_hakd
 require_cmd jq sha256sum
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/ledger.sh"
 
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
-
-ledger_records() {
-	local sz
-	sz=$(stat -c %s "$1" 2>/dev/null) || sz=32
-	echo $(((sz > 32 ? sz - 32 : 0) / 16))
-}
-# storm NODE LEDGER ID: a ledger writer on NODE's export in the background (pid in STORM).
-storm() {
-	"$LEDGER" write --uri "$(node_uri "$1")" --ledger "$2" --seconds 40 --blocks 2048 \
-		--region-offset $(($3 * 16 << 20)) --qd 8 --flush-every 16 --writer-id "$3" \
-		--seed "$3" >"$2.out" 2>"$2.err" &
-	STORM=$!
-	track_pid "$STORM"
-}
-ledger_clean() {
-	local out rc=0
-	out=$("$LEDGER" verify --ledger "$1" --file "$2" 2>&1) || rc=$?
-	log "$(basename "$1") against $(basename "$2"): $(grep '^verify:' <<<"$out")"
-	assert_eq "$rc" 0 "ledger verify of $(basename "$1") ($out)"
-	[[ $out =~ \ 0\ missing ]] || fail "missing writes: $out"
-}
 # drop_from NODE: NODE's packets to its peer vanish on both paths (the other way still flows).
 drop_from() {
 	local ns=NS_$1 a=2 b=130
@@ -82,7 +61,7 @@ sampler_start
 
 # ---- 1. alpha -> beta dropped ----
 L1=$WORK/one.ledger
-storm alpha "$L1" 1
+ledger_storm alpha "$L1" 1
 wait_for "(( \$(ledger_records $L1) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 drop_from alpha
 t0=$(date +%s.%N)
@@ -100,7 +79,7 @@ log "1: healed: alpha resynced from beta by itself"
 
 # ---- 2. beta -> alpha dropped, beta primary ----
 L2=$WORK/two.ledger
-storm beta "$L2" 2
+ledger_storm beta "$L2" 2
 wait_for "(( \$(ledger_records $L2) > 200 ))" 10 || fail "the storm on beta got no writes acknowledged"
 drop_from beta
 t0=$(date +%s.%N)
@@ -118,7 +97,7 @@ grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split
 
 # ---- 3. every link cut ----
 L3=$WORK/three.ledger
-storm alpha "$L3" 3
+ledger_storm alpha "$L3" 3
 wait_for "(( \$(ledger_records $L3) > 200 ))" 10 || fail "the storm got no writes acknowledged"
 witness_cut alpha
 witness_cut beta
