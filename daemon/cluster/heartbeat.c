@@ -249,6 +249,7 @@ struct hb {
 	struct loopthread lt;
 	ev_timer tick;
 	ev_timer expiry; /* when the first alive path goes dead if nothing more arrives */
+	ev_async kick;   /* main loop -> thread: the local state changed, send it now */
 	ev_io rx[HB_MAX_PATHS];
 	hb_notify_fn notify;
 	void *arg;
@@ -383,6 +384,15 @@ static void expiry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop;
 	(void)revents;
 	check_liveness(w->data);
+}
+
+/* A new role, disk or flag (an outdate request, a freeze) reaches the peer at once, not at the
+ * next interval: a fence waits for the peer's answer to it. */
+static void kick_cb(struct ev_loop *loop, ev_async *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	send_all(w->data);
 }
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -583,6 +593,9 @@ static int setup(struct hb *hb, char *err, size_t errlen)
 	ev_timer_start(hb->lt.loop, &hb->tick);
 	ev_timer_init(&hb->expiry, expiry_cb, 1.0, 0.0);
 	hb->expiry.data = hb;
+	ev_async_init(&hb->kick, kick_cb);
+	hb->kick.data = hb;
+	ev_async_start(hb->lt.loop, &hb->kick);
 	if (loopthread_start(&hb->lt, hb_first) < 0) {
 		snprintf(err, errlen, "Cannot start the heartbeat thread: %s.", strerror(errno));
 		return -1;
@@ -628,11 +641,16 @@ fail:
 
 void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags)
 {
+	bool changed;
+
 	pthread_mutex_lock(&hb->mu);
+	changed = hb->role != role || hb->disk != disk || hb->flags != (flags & HB_F_ALL);
 	hb->role = role;
 	hb->disk = disk;
 	hb->flags = flags & HB_F_ALL;
 	pthread_mutex_unlock(&hb->mu);
+	if (changed)
+		ev_async_send(hb->lt.loop, &hb->kick);
 }
 
 void hb_snapshot(struct hb *hb, struct hb_snapshot *out)
