@@ -143,10 +143,13 @@ void repl_fence_confirm(struct repl *r, const char *how)
 	snprintf(r->fence_how, sizeof(r->fence_how), "%s", how);
 	parked = volume_fence_parked(r->p.vol);
 	volume_fence(r->p.vol, false);
-	repl_log(r, LOG_LVL_NOTICE,
-	         "%s %s: writes resume after %.0f ms frozen, %u parked writes answered (their "
-	         "blocks are in the bitmap for the resync).",
-	         r->p.peer->name, how, ms, parked);
+	/* A node stepping down already failed its parked writes (volume_fail_writes): the
+	 * confirmation ends the fence but resumes nothing. */
+	repl_log(r, LOG_LVL_NOTICE, "%s %s after %.0f ms frozen: %s.", r->p.peer->name, how, ms,
+	         volume_failing(r->p.vol)
+	             ? "the fence ends, but this node is stepping down and its writes keep failing"
+	             : "writes resume, the parked ones answered (their blocks are in the bitmap "
+	               "for the resync)");
 	events_token(tok, sizeof(tok), how);
 	events_emit("fence", "volume:%s peer:%s state:resumed ms:%.0f parked:%u how:%s", r->name,
 	            r->p.peer->name, ms, parked, tok);
