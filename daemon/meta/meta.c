@@ -916,8 +916,12 @@ out:
 }
 
 static const char *const flag_names[] = {
-    "CONSISTENT", "UPTODATE", "PRIMARY", "CLEAN", "RESYNC_TARGET", "PEER_OUTDATED", "SPLIT_BRAIN",
+    "CONSISTENT",    "UPTODATE",      "PRIMARY",     "CLEAN",
+    "RESYNC_TARGET", "PEER_OUTDATED", "SPLIT_BRAIN", "FORCED",
 };
+/* A new META_F_* needs its name here, or meta_dump would print it as an unknown number. */
+_Static_assert((1u << (sizeof(flag_names) / sizeof(flag_names[0]))) - 1 == META_F_ALL,
+               "flag_names must name every bit of META_F_ALL");
 
 int meta_dump(const struct meta_sb *sb, FILE *out)
 {

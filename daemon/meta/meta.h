@@ -69,7 +69,14 @@ struct meta;
 #define META_F_RESYNC_TARGET (1u << 4) /* a resync as target was interrupted (see resync_pos) */
 #define META_F_PEER_OUTDATED (1u << 5) /* the peer is known to be outdated */
 #define META_F_SPLIT_BRAIN   (1u << 6) /* split brain detected and not resolved yet */
-#define META_F_ALL           0x7fu
+/*
+ * The current generation began with a forced promotion of a disk that was not UpToDate: writes
+ * acknowledged by the other node before it may be missing here. Cleared when the generation is
+ * replaced (a later promotion that starts a new one, or adopting the peer's data); metadata
+ * written before this flag existed simply lacks it.
+ */
+#define META_F_FORCED (1u << 7)
+#define META_F_ALL    0xffu
 
 /* The superblock in host order. */
 struct meta_sb {

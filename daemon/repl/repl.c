@@ -7,6 +7,7 @@
 #include "repl.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,12 @@ struct gen_ids repl_gen_local(const struct repl *r)
 
 void repl_gen_store(struct repl *r, const struct gen_ids *g)
 {
+	/* META_F_FORCED describes how the current generation began: once another one replaces it
+	 * (a new promotion, the peer's adopted after a resync, a discard), the record no longer
+	 * applies. repl_promote sets it again after this for a forced one; a primary's connection
+	 * loss keeps it (repl_conn_lost_generation). */
+	if (g->current != r->sb.gen_current)
+		r->sb.flags &= ~META_F_FORCED;
 	r->sb.gen_current = g->current;
 	r->sb.gen_bitmap = g->bitmap;
 	r->sb.gen_history[0] = g->history[0];
@@ -694,9 +701,14 @@ static void repl_conn_lost_generation(void *ctx)
 	struct repl *r = ctx;
 	if (r->role != ROLE_PRIMARY || !r->lost_established || r->disk == DISK_DISKLESS)
 		return;
+	/* This generation only marks where the peer's copy ends: the data stays this node's own,
+	 * so a forced promotion it came from stays recorded. Without this, the reconnect that a
+	 * forced promotion of a connected node does would erase the record at once. */
+	uint32_t forced = r->sb.flags & META_F_FORCED;
 	struct gen_ids g = repl_gen_local(r);
 	gen_new_current(&g, fresh_gen());
 	repl_gen_store(r, &g);
+	r->sb.flags |= forced;
 	meta_flush_bitmap(r->meta, r->bm);
 	repl_write_sb(r);
 }
@@ -884,6 +896,10 @@ int repl_promote(struct repl *r, bool force, char *err, size_t errlen)
 		         disk_names[r->disk]);
 		events_emit("forced-promotion", "volume:%s node:%s disk:%s", r->name,
 		            r->p.self->name, disk_names[r->disk]);
+		/* Recorded with the promotion's own superblock write below, so that it outlives
+		 * restarts: a disk that was not UpToDate always gets a new generation above, and
+		 * the flag lasts as long as that generation does (repl_gen_store). */
+		r->sb.flags |= META_F_FORCED;
 	}
 	r->disk = DISK_UPTODATE;
 	r->sb.flags &= ~META_F_RESYNC_TARGET;
@@ -1036,8 +1052,8 @@ json_t *repl_status_json(const struct repl *r)
 {
 	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
 	json_t *o = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:f, s:b, s:s?, s:b, s:I, "
-	    "s:I}",
+	    "{s:s, s:s, s:s, s:s, s:s, s:s?, s:s?, s:I, s:i, s:f, s:f, s:f, s:b, s:s?, s:b, s:b, "
+	    "s:I, s:I}",
 	    "role", role_names[r->role], "disk", disk_names[r->disk], "link", link_names[r->link],
 	    "mode", config_mode_name((enum hak_repl_mode)r->mode), "peer", r->p.peer->name,
 	    "peer_role", r->connected ? role_names[r->peer_role] : NULL, "peer_disk",
@@ -1046,8 +1062,8 @@ json_t *repl_status_json(const struct repl *r)
 	    ship_ack_latency(r, false) * 1000.0, "ack_latency_max_ms",
 	    ship_ack_latency(r, true) * 1000.0, "ping_rtt_ms", r->ping_rtt * 1000.0, "split_brain",
 	    r->split_brain, "last_refusal", r->last_refusal[0] ? r->last_refusal : NULL,
-	    "crashed_primary", r->crashed_primary, "bytes_resynced",
-	    (json_int_t)r->bytes_resynced_total, "resyncs_completed",
+	    "crashed_primary", r->crashed_primary, "forced", (r->sb.flags & META_F_FORCED) != 0,
+	    "bytes_resynced", (json_int_t)r->bytes_resynced_total, "resyncs_completed",
 	    (json_int_t)r->resyncs_completed);
 	if (o) {
 		json_object_set_new(o, "after_split_brain",
@@ -1203,6 +1219,13 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		         "peer never got, so the next connection resyncs %s.",
 		         r->al_tail ? "them (the activity log's extents are in the bitmap)"
 		                    : "fully (there is no activity log)");
+	if (r->sb.flags & META_F_FORCED)
+		repl_log(r, LOG_LVL_WARN,
+		         "The current data (generation %016" PRIX64 ", disk %s) comes from a "
+		         "forced promotion of %s: writes acknowledged by %s before that promotion "
+		         "may be missing here.",
+		         r->sb.gen_current, disk_names[r->disk],
+		         r->sb.node[0] ? r->sb.node : "an unknown node", r->p.peer->name);
 	r->role = ROLE_SECONDARY;
 	r->sb.flags &= ~META_F_CLEAN;
 	r->sb.flags |= r->crashed_primary ? META_F_PRIMARY : 0;

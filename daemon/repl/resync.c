@@ -124,7 +124,10 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 		resync_send_pause(r);
 	if (!source) {
 		r->disk = DISK_INCONSISTENT;
-		r->sb.flags |= META_F_RESYNC_TARGET;
+		/* The peer's data overwrites the forced copy from here on: it is no longer the
+		 * reference, so the record of how it came to be one goes (the bitmap write of
+		 * bitmaps_merged persists both flags). */
+		r->sb.flags = (r->sb.flags | META_F_RESYNC_TARGET) & ~META_F_FORCED;
 		repl_send_state(r);
 	}
 	repl_log(r, LOG_LVL_NOTICE, "Starting a %s resync as %s (%llu blocks marked locally)%s.",

@@ -314,6 +314,60 @@ START_TEST(slot_alternation)
 }
 END_TEST
 
+/* META_F_FORCED (bit 7) is a known flag: written at offset 52 and read back, named by
+ * meta_dump; the next bit up is still refused, and metadata without the flag stays valid. */
+START_TEST(forced_flag)
+{
+	const char *path = tmp_path();
+	struct meta *m;
+	char err[META_ERR_LEN];
+	uint8_t raw[4];
+	uint32_t flags;
+
+	ck_assert_int_eq(md_create(path, false, 64 * MiB, 0, NULL), 0);
+	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
+	ck_assert_uint_eq(meta_sb(m)->flags & META_F_FORCED, 0);
+	struct meta_sb n = *meta_sb(m);
+	n.gen_current = 0x5151;
+	n.flags = META_F_CONSISTENT | META_F_UPTODATE | META_F_PRIMARY | META_F_FORCED;
+	ck_assert_int_eq(meta_write_sb(m, &n), 0);
+	uint64_t slot = (uint64_t)meta_slot(m) * META_SB_SIZE;
+	ck_assert_int_eq(meta_close(m), 0);
+	file_rw(path, raw, sizeof(raw), slot + 52, false);
+	memcpy(&flags, raw, sizeof(flags));
+	ck_assert_uint_eq(le32toh(flags), n.flags);
+
+	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(meta_sb(m)->flags, n.flags);
+	ck_assert_uint_eq(meta_sb(m)->gen_current, 0x5151);
+
+	char *text = NULL;
+	size_t tlen = 0;
+	FILE *f = open_memstream(&text, &tlen);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(meta_dump(meta_sb(m), f), 0);
+	fclose(f);
+	ck_assert_ptr_nonnull(
+	    strstr(text, "flags              CONSISTENT UPTODATE PRIMARY FORCED\n"));
+	free(text);
+
+	n = *meta_sb(m);
+	n.flags |= 1u << 8;
+	ck_assert_int_eq(meta_write_sb(m, &n), -1);
+	ck_assert_int_eq(errno, EINVAL);
+	/* Clearing it again is an ordinary write. */
+	n = *meta_sb(m);
+	n.flags &= ~META_F_FORCED;
+	ck_assert_int_eq(meta_write_sb(m, &n), 0);
+	ck_assert_int_eq(meta_close(m), 0);
+	m = open_ok(path, false, 64 * MiB, err, sizeof(err));
+	ck_assert_uint_eq(meta_sb(m)->flags, META_F_CONSISTENT | META_F_UPTODATE | META_F_PRIMARY);
+	meta_close(m);
+	tmp_done();
+}
+END_TEST
+
 START_TEST(torn_write)
 {
 	const char *path = tmp_path();
@@ -686,6 +740,7 @@ int main(void)
 	tcase_add_test(t, create_open_roundtrip);
 	tcase_add_test(t, create_blank);
 	tcase_add_test(t, slot_alternation);
+	tcase_add_test(t, forced_flag);
 	tcase_add_test(t, torn_write);
 	tcase_add_test(t, bad_files);
 	tcase_add_test(t, create_eexist);
