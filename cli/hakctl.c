@@ -207,6 +207,10 @@ static void print_volume(json_t *v)
 		    "  SPLIT BRAIN: resolve with 'hakctl resolve %s --discard-local' on the node "
 		    "whose changes are to be dropped\n",
 		    json_string_value(json_object_get(v, "name")));
+	if (json_is_true(json_object_get(r, "forced")))
+		printf("  FORCED: the data comes from a forced promotion; writes %s acknowledged "
+		       "before it may be missing\n",
+		       json_string_value(json_object_get(r, "peer")));
 	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
 	if (lr)
 		printf("  last refusal: %s\n", lr);
@@ -218,21 +222,30 @@ static void print_volume(json_t *v)
 
 static void print_group(json_t *g)
 {
+	json_t *r, *vols = json_object_get(g, "volumes");
+	char names[1024] = "";
 	size_t i;
-	json_t *r;
 
-	printf("group %s (volume %s): %s; %s\n", json_string_value(json_object_get(g, "name")),
-	       json_string_value(json_object_get(g, "volume")),
+	/* a daemon from before groups held several volumes sends "volume" alone */
+	json_array_foreach(vols, i, r)
+	    snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+	             json_string_value(r));
+	if (!names[0] && json_is_string(json_object_get(g, "volume")))
+		snprintf(names, sizeof(names), "%s",
+		         json_string_value(json_object_get(g, "volume")));
+	printf("group %s (volume%s %s): %s; %s\n", json_string_value(json_object_get(g, "name")),
+	       json_array_size(vols) > 1 ? "s" : "", names,
 	       json_string_value(json_object_get(g, "state")),
 	       json_string_value(json_object_get(g, "reason")));
 	json_array_foreach(json_object_get(g, "resources"), i, r)
 	{
 		const char *lf = json_string_value(json_object_get(r, "last_failure"));
+		const char *vol = json_string_value(json_object_get(r, "volume"));
 
-		printf("  %s (%s): %s, %lld restart(s)%s%s\n",
+		printf("  %s (%s%s%s): %s, %lld restart(s)%s%s\n",
 		       json_string_value(json_object_get(r, "name")),
-		       json_string_value(json_object_get(r, "type")),
-		       json_string_value(json_object_get(r, "state")),
+		       json_string_value(json_object_get(r, "type")), vol ? " of volume " : "",
+		       vol ? vol : "", json_string_value(json_object_get(r, "state")),
 		       (long long)geti(r, "restarts"), lf ? "; last failure: " : "", lf ? lf : "");
 	}
 }

@@ -585,24 +585,21 @@ static void process_setup(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
-/* The cluster manager, with a cluster section: it drives the first replicated volume. */
+/* The cluster manager, with a cluster section: it drives every volume, as one. */
 static int cluster_start(struct hakd *d)
 {
 	char err[512];
 
 	if (!d->cfg->cluster.present || !d->self || d->n == 0 || !d->repls[0])
 		return 0;
-	if (d->n > 1)
-		log_warn("The cluster manager drives volume %s only; the other %zu volume(s) stay "
-		         "under manual control.",
-		         volume_name(d->vols[0]), d->n - 1);
 	struct clusterd_params p = {.loop = d->loop,
 	                            .cfg = d->cfg,
 	                            .self = d->self,
 	                            .peer = d->peer,
-	                            .repl = d->repls[0],
-	                            .vol = d->vols[0],
-	                            .srv = d->srvs[0],
+	                            .repls = d->repls,
+	                            .vols = d->vols,
+	                            .srvs = d->srvs,
+	                            .n = d->n,
 	                            .groups = d->groups,
 	                            .ctl = d->ctl};
 	if (clusterd_start(&p, &d->cluster, err, sizeof(err)) < 0) {

@@ -70,6 +70,86 @@ static void notify_cb(void *arg)
 	clusterd_kick(arg);
 }
 
+/*
+ * The node's volumes seen as one, for the decision and the heartbeat. Primary while any volume
+ * is, so the peer never promotes next to a half-promoted node; the worst disk (the cluster_disk
+ * order is best to worst), so it is eligible only when every volume is UpToDate; connected only
+ * when every link is.
+ */
+static bool any_primary(const struct clusterd *cd)
+{
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (repl_role(cd->p.repls[i]) == ROLE_PRIMARY)
+			return true;
+	return false;
+}
+
+static enum cluster_disk worst_disk(const struct clusterd *cd)
+{
+	enum repl_disk d = DISK_UPTODATE;
+
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (repl_disk_state(cd->p.repls[i]) > d)
+			d = repl_disk_state(cd->p.repls[i]);
+	return (enum cluster_disk)d;
+}
+
+static bool all_connected(const struct clusterd *cd)
+{
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (repl_link_state(cd->p.repls[i]) < LINK_CONNECTED)
+			return false;
+	return true;
+}
+
+/* Bit i: volume i is not UpToDate (the heartbeat's stale mask). */
+static uint16_t stale_mask(const struct clusterd *cd)
+{
+	uint16_t m = 0;
+
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (repl_disk_state(cd->p.repls[i]) != DISK_UPTODATE)
+			m |= (uint16_t)(1u << i);
+	return m;
+}
+
+static bool any_fencing(const struct clusterd *cd)
+{
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (repl_fencing(cd->p.repls[i]))
+			return true;
+	return false;
+}
+
+/* Writes held on some volume: frozen by the cluster manager or parked by a fence. */
+static bool any_frozen(const struct clusterd *cd)
+{
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (volume_frozen(cd->p.vols[i]) || volume_fencing(cd->p.vols[i]))
+			return true;
+	return false;
+}
+
+static bool any_failing(const struct clusterd *cd)
+{
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (volume_failing(cd->p.vols[i]))
+			return true;
+	return false;
+}
+
+/* The longest fence-timeout of the fenced volumes: what the fence hook may take. */
+static double fence_timeout(const struct clusterd *cd)
+{
+	double t = 0;
+
+	for (size_t i = 0; i < cd->p.n; i++)
+		if (volume_cfg(cd->p.vols[i])->fencing != HAK_FENCING_NONE &&
+		    volume_cfg(cd->p.vols[i])->fence_timeout > t)
+			t = volume_cfg(cd->p.vols[i])->fence_timeout;
+	return t > 0 ? t : CLUSTERD_FENCE_MAX;
+}
+
 static enum cluster_group map_group(const struct group *g)
 {
 	switch (g ? group_state(g) : GROUP_STOPPED) {
@@ -102,18 +182,19 @@ static void build_in(struct clusterd *cd, struct cluster_in *in)
 		in->path_alive[i] = s.paths[i].alive;
 	in->peer_returned = cd->peer_was_dead && s.peer_alive;
 	cd->peer_dead = s.peer_known && !s.peer_alive;
-	in->repl_connected = repl_link_state(cd->p.repl) >= LINK_CONNECTED;
+	in->repl_connected = all_connected(cd);
 	in->witness_reachable = w.reachable;
 	in->vote = w.holds                                      ? CLUSTER_VOTE_SELF
 	           : w.reachable && w.holder == cd->hbc.peer_id ? CLUSTER_VOTE_PEER
 	                                                        : CLUSTER_VOTE_NONE;
 	in->fence = cd->fence;
-	in->local.role =
-	    repl_role(cd->p.repl) == ROLE_PRIMARY ? CLUSTER_PRIMARY : CLUSTER_SECONDARY;
-	in->local.disk = (enum cluster_disk)repl_disk_state(cd->p.repl);
+	in->local.role = any_primary(cd) ? CLUSTER_PRIMARY : CLUSTER_SECONDARY;
+	in->local.disk = worst_disk(cd);
 	in->local.standby = cd->standby;
-	in->local.io_frozen = volume_frozen(cd->p.vol);
-	in->local.io_failing = volume_failing(cd->p.vol);
+	in->local.io_frozen = false;
+	for (size_t i = 0; i < cd->p.n; i++)
+		in->local.io_frozen |= volume_frozen(cd->p.vols[i]);
+	in->local.io_failing = any_failing(cd);
 	in->local.group = map_group(cd->group);
 	/* group.c restarts in place by itself; FAILED means its restarts are used up */
 	in->local.restarts = in->local.group == CLUSTER_GROUP_FAILED ? 1 : 0;
@@ -211,7 +292,7 @@ static void stonith_done(void *ctx, const struct proc_result *res)
 	char d[128];
 
 	cd->stonith_proc = NULL;
-	proc_describe(res, volume_cfg(cd->p.vol)->fence_timeout, d, sizeof(d));
+	proc_describe(res, fence_timeout(cd), d, sizeof(d));
 	cd->stonith = res->exited && res->code == 0 ? CLUSTER_FENCE_OK : CLUSTER_FENCE_FAILED;
 	log_notice("Cluster manager: the fence hook run for the frozen writes against %s: %s; "
 	           "the peer is %s.",
@@ -232,13 +313,12 @@ static void run_stonith(struct clusterd *cd)
 	    !cd->p.cfg->cluster.fence_hook)
 		return;
 	snprintf(env, sizeof(env), "HAK_PEER=%s", cd->p.peer->name);
-	snprintf(tmo, sizeof(tmo), "HAK_FENCE_TIMEOUT=%.0f", volume_cfg(cd->p.vol)->fence_timeout);
+	snprintf(tmo, sizeof(tmo), "HAK_FENCE_TIMEOUT=%.0f", fence_timeout(cd));
 	log_warn("Cluster manager: running the fence hook against %s: writes stay frozen until it "
 	         "succeeds.",
 	         cd->p.peer->name);
-	if (proc_run_shell(cd->p.loop, cd->p.cfg->cluster.fence_hook, envp,
-	                   volume_cfg(cd->p.vol)->fence_timeout, stonith_done, cd,
-	                   &cd->stonith_proc) < 0) {
+	if (proc_run_shell(cd->p.loop, cd->p.cfg->cluster.fence_hook, envp, fence_timeout(cd),
+	                   stonith_done, cd, &cd->stonith_proc) < 0) {
 		cd->stonith = CLUSTER_FENCE_FAILED;
 		fail_once(cd, "fence", strerror(errno));
 		return;
@@ -246,34 +326,28 @@ static void run_stonith(struct clusterd *cd)
 	cd->stonith = CLUSTER_FENCE_RUNNING;
 }
 
-static bool disk_not_current(uint8_t disk)
-{
-	return disk == CLUSTER_DISK_OUTDATED || disk == CLUSTER_DISK_INCONSISTENT ||
-	       disk == CLUSTER_DISK_DISKLESS || disk == CLUSTER_DISK_FAILED;
-}
-
 /*
- * Fencing, both halves (repl/fence.c has the why). A secondary with an UpToDate disk and no
- * replication connection marks it Outdated when the witness records it so, or when the primary
- * asks over the heartbeats. A primary whose writes are frozen asks for that
- * on every path at once (heartbeat flag, witness) and resumes at the first confirmation; with
- * resource-and-stonith, or when the peer is silent and there is no witness to ask, only the
- * fence hook confirms. Once the peer is connected and UpToDate again, the witness forgets its
- * mark.
+ * Fencing, both halves (repl/fence.c has the why), volume by volume. A secondary volume with an
+ * UpToDate disk and no replication connection is marked Outdated when the witness records this
+ * node so, or when the primary asks over the heartbeats. A primary volume whose writes are
+ * frozen is confirmed by the first of: the peer is connected and in sync again, the fence hook
+ * (resource-and-stonith, or a silent peer and no witness to ask), the peer's heartbeat showing
+ * that volume's bit in its stale mask, the witness's record. The witness and the heartbeat flag
+ * speak for the node, not a volume: the node asks while any volume is frozen, and the witness
+ * forgets its mark once every volume of the peer is connected and UpToDate again.
  */
-static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
-                       const struct wit_client_state *w)
+static void fence_volume(struct clusterd *cd, size_t i, const struct hb_snapshot *s,
+                         const struct wit_client_state *w)
 {
-	struct repl *r = cd->p.repl;
-	bool primary = repl_role(r) == ROLE_PRIMARY;
+	struct repl *r = cd->p.repls[i];
 	bool hb_asks = s->peer_alive && s->peer_known && s->peer.role == CLUSTER_PRIMARY &&
 	               (s->peer.flags & HB_F_OUTDATE_PEER);
-	bool stonith = volume_cfg(cd->p.vol)->fencing == HAK_FENCING_STONITH ||
+	bool stonith = volume_cfg(cd->p.vols[i])->fencing == HAK_FENCING_STONITH ||
 	               (!s->peer_alive && !w->configured);
 
 	/* Connected, the secondary gets every write: a mark still at the witness is from before
 	 * the resync that made it current, and the primary clears it (PEER_CURRENT below). */
-	if (!primary && repl_disk_state(r) == DISK_UPTODATE &&
+	if (repl_role(r) != ROLE_PRIMARY && repl_disk_state(r) == DISK_UPTODATE &&
 	    repl_link_state(r) < LINK_CONNECTED) {
 		if (w->outdated)
 			repl_outdate(r, "the witness records this node as Outdated");
@@ -282,26 +356,106 @@ static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
 			             "the primary lost the replication connection and asked over "
 			             "the heartbeat paths");
 	}
-	if (repl_fencing(r)) {
+	if (!repl_fencing(r))
+		return;
+	if (repl_peer_serves(r)) {
 		/* back and resynced: the peer holds every parked write now */
-		if (repl_peer_serves(r)) {
-			repl_fence_confirm(r, "is connected and in sync again");
-		} else if (stonith) {
-			run_stonith(cd);
-			if (cd->stonith == CLUSTER_FENCE_OK)
-				repl_fence_confirm(r, "was powered off by the fence hook");
-		} else if (s->peer_alive && s->peer_known && disk_not_current(s->peer.disk)) {
-			repl_fence_confirm(r, s->peer.disk == CLUSTER_DISK_OUTDATED
-			                          ? "marked itself Outdated (heartbeat)"
-			                          : "is not UpToDate (heartbeat)");
-		} else if (w->peer_outdated) {
-			repl_fence_confirm(r, "is recorded Outdated by the witness");
-		}
-	} else if (!cd->stonith_proc) {
-		cd->stonith = CLUSTER_FENCE_NOT_RUN;
+		repl_fence_confirm(r, "is connected and in sync again");
+	} else if (stonith) {
+		run_stonith(cd);
+		if (cd->stonith == CLUSTER_FENCE_OK)
+			repl_fence_confirm(r, "was powered off by the fence hook");
+	} else if (s->peer_alive && s->peer_known && i < 16 && (s->peer.stale & (1u << i))) {
+		repl_fence_confirm(r, s->peer.disk == CLUSTER_DISK_OUTDATED
+		                          ? "marked itself Outdated (heartbeat)"
+		                          : "is not UpToDate (heartbeat)");
+	} else if (w->peer_outdated) {
+		repl_fence_confirm(r, "is recorded Outdated by the witness");
 	}
-	wit_client_peer(cd->wit, repl_fencing(r),
-	                !repl_fencing(r) && repl_peer_serves(r) && w->peer_outdated);
+}
+
+static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
+                       const struct wit_client_state *w)
+{
+	bool all_served = true;
+
+	for (size_t i = 0; i < cd->p.n; i++) {
+		fence_volume(cd, i, s, w);
+		all_served &= repl_peer_serves(cd->p.repls[i]);
+	}
+	if (!any_fencing(cd) && !cd->stonith_proc)
+		cd->stonith = CLUSTER_FENCE_NOT_RUN;
+	wit_client_peer(cd->wit, any_fencing(cd),
+	                !any_fencing(cd) && all_served && w->peer_outdated);
+}
+
+/*
+ * Promote every volume that is not primary yet, or none: each is checked first (a resync
+ * target, or a disk not UpToDate without force, would be refused), so a refusal leaves no volume
+ * promoted with a generation of its own that the peer would later call a split brain. A failure
+ * after the checks (a metadata write) demotes the ones this call promoted.
+ */
+static int promote_all(struct clusterd *cd, bool force, char *err, size_t errlen)
+{
+	bool done[CONFIG_MAX_CLUSTER_VOLUMES] = {false};
+	char why[256];
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < cd->p.n; i++) {
+		struct repl *r = cd->p.repls[i];
+		if (repl_role(r) == ROLE_PRIMARY)
+			continue;
+		if (repl_link_state(r) == LINK_SYNC_TARGET ||
+		    (!force && repl_disk_state(r) != DISK_UPTODATE)) {
+			snprintf(err, errlen,
+			         "volume %s is %s and %s, so none of the %zu volumes was promoted",
+			         volume_name(cd->p.vols[i]), repl_disk_name(repl_disk_state(r)),
+			         repl_link_name(repl_link_state(r)), cd->p.n);
+			return -1;
+		}
+	}
+	for (i = 0; i < cd->p.n && rc == 0; i++) {
+		struct repl *r = cd->p.repls[i];
+		if (repl_role(r) == ROLE_PRIMARY)
+			continue;
+		/* A dead peer's TCP connection lingers until the ping timeout (no RST comes from
+		 * a powered-off machine); the heartbeats, the replication path's included, already
+		 * say it is gone. */
+		if (cd->peer_dead)
+			repl_peer_dead(r, "the cluster manager found the peer silent on every "
+			                  "heartbeat path");
+		rc = repl_promote(r, force, err, errlen);
+		done[i] = rc == 0;
+	}
+	if (rc == 0)
+		return 0;
+	for (size_t k = 0; k < cd->p.n; k++)
+		if (done[k] && repl_demote(cd->p.repls[k], false, why, sizeof(why)) < 0)
+			log_err(
+			    "Cluster manager: volume %s stays primary after the failed promotion "
+			    "of the others: %s",
+			    volume_name(cd->p.vols[k]), why);
+	return -1;
+}
+
+/* Demote every primary volume; the first refusal is the error, the others are still tried. */
+static int demote_all(struct clusterd *cd, char *err, size_t errlen)
+{
+	struct nbd_server_stats ns;
+	char why[512];
+	int rc = 0;
+
+	for (size_t i = 0; i < cd->p.n; i++) {
+		if (repl_role(cd->p.repls[i]) != ROLE_PRIMARY)
+			continue;
+		nbd_server_stats(cd->p.srvs[i], &ns);
+		if (repl_demote(cd->p.repls[i], ns.clients > 0, why, sizeof(why)) < 0 && rc == 0) {
+			snprintf(err, errlen, "%s", why);
+			rc = -1;
+		}
+	}
+	return rc;
 }
 
 /* One action bit. */
@@ -309,7 +463,6 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 {
 	char err[512] = "";
 	int rc = 0;
-	struct nbd_server_stats ns;
 
 	switch (bit) {
 	case CLUSTER_A_SET_STANDBY:
@@ -318,13 +471,17 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 		break;
 	case CLUSTER_A_FREEZE_IO:
 	case CLUSTER_A_UNFREEZE_IO:
-		volume_freeze(cd->p.vol, bit == CLUSTER_A_FREEZE_IO);
+		for (size_t i = 0; i < cd->p.n; i++)
+			volume_freeze(cd->p.vols[i], bit == CLUSTER_A_FREEZE_IO);
 		break;
 	case CLUSTER_A_FAIL_IO:
-		volume_fail_writes(cd->p.vol);
-		log_warn("Cluster manager: writes to volume %s now fail with EIO until this node "
-		         "has stepped down.",
-		         volume_name(cd->p.vol));
+		for (size_t i = 0; i < cd->p.n; i++) {
+			volume_fail_writes(cd->p.vols[i]);
+			log_warn(
+			    "Cluster manager: writes to volume %s now fail with EIO until this "
+			    "node has stepped down.",
+			    volume_name(cd->p.vols[i]));
+		}
 		break;
 	case CLUSTER_A_ASK_VOTE:
 		cd->want_vote = true;
@@ -333,33 +490,31 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 		run_fence(cd);
 		break;
 	case CLUSTER_A_DETACH:
-		if (!volume_diskless(cd->p.vol) &&
-		    volume_detach(cd->p.vol, 0, "the cluster manager detached the failed disk") <
-		        0) {
-			snprintf(err, sizeof(err), "%s", strerror(errno));
-			rc = -1;
-		}
+		for (size_t i = 0; i < cd->p.n; i++)
+			if (repl_disk_state(cd->p.repls[i]) == DISK_FAILED &&
+			    !volume_diskless(cd->p.vols[i]) &&
+			    volume_detach(cd->p.vols[i], 0,
+			                  "the cluster manager detached the failed disk") < 0) {
+				snprintf(err, sizeof(err), "volume %s: %s",
+				         volume_name(cd->p.vols[i]), strerror(errno));
+				rc = -1;
+			}
 		break;
 	case CLUSTER_A_STOP_GROUP:
 		if (cd->group)
 			rc = group_stop(cd->group, err, sizeof(err));
 		break;
 	case CLUSTER_A_DEMOTE:
-		nbd_server_stats(cd->p.srv, &ns);
-		rc = repl_demote(cd->p.repl, ns.clients > 0, err, sizeof(err));
+		rc = demote_all(cd, err, sizeof(err));
 		break;
 	case CLUSTER_A_PROMOTE:
-		/* A dead peer's TCP connection lingers until the ping timeout (no RST comes from a
-		 * powered-off machine); the heartbeats, the replication path's included, already
-		 * say it is gone. */
-		if (cd->peer_dead)
-			repl_peer_dead(cd->p.repl, "the cluster manager found the peer silent on "
-			                           "every heartbeat path");
-		rc = repl_promote(cd->p.repl, rule == CLUSTER_R_CMD_FORCE, err, sizeof(err));
+		rc = promote_all(cd, rule == CLUSTER_R_CMD_FORCE, err, sizeof(err));
 		break;
 	case CLUSTER_A_START_GROUP:
 	case CLUSTER_A_RESTART:
-		if (cd->group)
+		/* the node counts as primary while any volume is: the group needs all of them */
+		rc = promote_all(cd, false, err, sizeof(err));
+		if (rc == 0 && cd->group)
 			rc = group_start(cd->group, err, sizeof(err));
 		break;
 	case CLUSTER_A_SEND_GARP:
@@ -375,12 +530,10 @@ static void act(struct clusterd *cd, unsigned bit, enum cluster_rule rule)
 
 static uint16_t local_flags(const struct clusterd *cd, const struct cluster_out *o)
 {
-	return (
-	    uint16_t)((o->eligible ? HB_F_ELIGIBLE : 0) |
-	              (o->want_primary ? HB_F_WANT_PRIMARY : 0) |
-	              (volume_frozen(cd->p.vol) || volume_fencing(cd->p.vol) ? HB_F_IO_FROZEN : 0) |
-	              (cd->standby ? HB_F_STANDBY : 0) |
-	              (repl_fencing(cd->p.repl) ? HB_F_OUTDATE_PEER : 0));
+	return (uint16_t)((o->eligible ? HB_F_ELIGIBLE : 0) |
+	                  (o->want_primary ? HB_F_WANT_PRIMARY : 0) |
+	                  (any_frozen(cd) ? HB_F_IO_FROZEN : 0) | (cd->standby ? HB_F_STANDBY : 0) |
+	                  (any_fencing(cd) ? HB_F_OUTDATE_PEER : 0));
 }
 
 static void decide(struct clusterd *cd)
@@ -424,8 +577,8 @@ static void decide(struct clusterd *cd)
 	}
 	if (cd->wit)
 		wit_client_want(cd->wit, cd->want_vote);
-	hb_set_local(cd->hb, repl_role(cd->p.repl) == ROLE_PRIMARY,
-	             (uint8_t)repl_disk_state(cd->p.repl), local_flags(cd, &o));
+	hb_set_local(cd->hb, any_primary(cd), (uint8_t)worst_disk(cd), local_flags(cd, &o),
+	             stale_mask(cd));
 	/* an action whose effect is synchronous deserves the next step at once */
 	if (o.actions & ~(CLUSTER_A_DEGRADED | CLUSTER_A_ASK_VOTE))
 		clusterd_kick(cd);
@@ -566,9 +719,8 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	    s.peer_known && (s.peer.flags & HB_F_IO_FROZEN), "witness", "configured", w.configured,
 	    "reachable", w.reachable, "vote", w.holds, "holder", (int)w.holder, "want", w.want,
 	    "rule", cluster_rule_name(cd->last.rule), "reason", cd->last.reason, "actions", acts,
-	    "pending", cluster_cmd_name(cd->cmd), "standby", cd->standby, "frozen",
-	    volume_frozen(cd->p.vol) || volume_fencing(cd->p.vol), "eligible", cd->last.eligible,
-	    "decisions", (json_int_t)cd->decisions);
+	    "pending", cluster_cmd_name(cd->cmd), "standby", cd->standby, "frozen", any_frozen(cd),
+	    "eligible", cd->last.eligible, "decisions", (json_int_t)cd->decisions);
 }
 
 static int setup(struct clusterd *cd, char *err, size_t errlen)
@@ -611,7 +763,14 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
 		return -1;
 	}
 	cd->p = *p;
-	cd->group = groupctl_find_volume(p->groups, volume_name(p->vol));
+	if (p->n == 0 || p->n > CONFIG_MAX_CLUSTER_VOLUMES) {
+		snprintf(err, errlen,
+		         "The cluster manager drives 1 to %u volumes; this node has %zu.",
+		         CONFIG_MAX_CLUSTER_VOLUMES, p->n);
+		free(cd);
+		return -1;
+	}
+	cd->group = groupctl_find_volume(p->groups, volume_name(p->vols[0]));
 	cd->policy = (struct cluster_policy){
 	    .on_quorum_loss = p->cfg->cluster.on_quorum_loss == HAK_QL_DEMOTE ? CLUSTER_QL_DEMOTE
 	                                                                      : CLUSTER_QL_FREEZE,
@@ -641,9 +800,9 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
 	groupctl_set_listener(p->groups, notify_cb, cd);
 	cd->started = ev_now(p->loop);
 	ev_timer_start(p->loop, &cd->tick);
-	log_notice("Cluster manager started for volume %s%s%s: %u heartbeat paths, witness %s, "
-	           "standby %s.",
-	           volume_name(p->vol), cd->group ? " and group " : "",
+	log_notice("Cluster manager started for %zu volume(s) (first: %s)%s%s: %u heartbeat "
+	           "paths, witness %s, standby %s.",
+	           p->n, volume_name(p->vols[0]), cd->group ? " and group " : "",
 	           cd->group ? group_name(cd->group) : "", cd->hbc.n_paths,
 	           p->cfg->cluster.witness_address ? p->cfg->cluster.witness_address : "none",
 	           cd->standby ? "yes" : "no");

@@ -3,7 +3,9 @@
  * The cluster manager at run time: heartbeats and the witness client feed cluster_decide() (the
  * pure decision, cluster.h) with what this node knows, and the actions it returns are carried out
  * here: promote, demote, start and stop the service group, freeze writes, ask for the vote, fence
- * the peer, standby. It manages the first replicated volume and the group on top of it.
+ * the peer, standby. It manages every replicated volume of the node as one: the node's role is
+ * primary while any of them is, its disk the worst of theirs, and a promotion promotes all of
+ * them or none; the service group that holds the first volume runs on top.
  */
 #ifndef HAK_CLUSTERD_H
 #define HAK_CLUSTERD_H
@@ -24,9 +26,12 @@ struct clusterd_params {
 	struct ev_loop *loop;
 	const struct hak_config *cfg;
 	const struct hak_node_cfg *self, *peer;
-	struct repl *repl;
-	struct volume *vol;
-	struct nbd_server *srv;
+	/* the replicated volumes, in the configuration's order (bit i of the heartbeat's stale
+	 * mask is vols[i]); 1..CONFIG_MAX_CLUSTER_VOLUMES */
+	struct repl **repls;
+	struct volume **vols;
+	struct nbd_server **srvs;
+	size_t n;
 	struct groupctl *groups;
 	struct control *ctl;
 };

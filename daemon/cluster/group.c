@@ -29,12 +29,13 @@ struct res_rt {
 	char last[PROC_OUTPUT_MAX + 128]; /* the last failure, for status */
 	struct ipaddr vip;                /* vip: parsed at creation (the config checked it) */
 	struct vip_garp garp;             /* vip: the announcement schedule */
+	/* attach: its own volume's URI (a socket path and a name fit with room to spare) */
+	char nbd_uri[256];
 };
 
 struct group {
 	struct ev_loop *loop;
 	const struct hak_group_cfg *cfg;
-	char nbd_uri[160]; /* the volume, for attach resources */
 	group_changed_fn changed;
 	void *ctx;
 	enum group_state state;
@@ -260,7 +261,8 @@ static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc
 	    "mountpoint -q \"$1\" && dev=$(readlink -f \"$2\") && [ -b \"$dev\" ] && "
 	    "[ \"$(cat /sys/block/${dev#/dev/}/loop/backing_file 2>/dev/null)\" = \"$1/disk\" ]";
 	char sh[] = "/bin/sh", c[] = "-c", arg0[] = "hak-attach";
-	char *argv[] = {sh, c, NULL, arg0, rc->directory, rc->link, g->nbd_uri, NULL};
+	char *uri = g->res[g->op_idx].nbd_uri; /* its own volume, of the group's several */
+	char *argv[] = {sh, c, NULL, arg0, rc->directory, rc->link, uri, NULL};
 
 	argv[2] = (char *)(g->op_kind == OP_START  ? start_sh
 	                   : g->op_kind == OP_STOP ? stop_sh
@@ -514,8 +516,23 @@ static void group_mon_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	group_op(g, OP_MONITOR, 0);
 }
 
-int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const char *nbd_socket,
-                 group_changed_fn changed, void *ctx, struct group **out)
+/* The URI nbdfuse opens for attach resource r: its volume (the group's first by default) on
+ * that volume's socket. */
+static void group_attach_uri(const struct hak_group_cfg *cfg, const char *const *nbd_sockets,
+                             struct res_rt *r)
+{
+	const char *name = r->cfg->volume ? r->cfg->volume : cfg->volume, *sock = NULL;
+
+	for (unsigned k = 0; name && nbd_sockets && k < cfg->n_volumes; k++)
+		if (strcmp(cfg->volumes[k], name) == 0)
+			sock = nbd_sockets[k];
+	snprintf(r->nbd_uri, sizeof(r->nbd_uri), "nbd+unix:///%s?socket=%s", name ? name : "",
+	         sock ? sock : "");
+}
+
+int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg,
+                 const char *const *nbd_sockets, group_changed_fn changed, void *ctx,
+                 struct group **out)
 {
 	struct group *g = calloc(1, sizeof(*g));
 
@@ -526,10 +543,10 @@ int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const ch
 	g->changed = changed;
 	g->ctx = ctx;
 	g->n = cfg->n_res;
-	snprintf(g->nbd_uri, sizeof(g->nbd_uri), "nbd+unix:///%s?socket=%s", cfg->volume,
-	         nbd_socket ? nbd_socket : "");
 	for (unsigned i = 0; i < g->n; i++) {
 		g->res[i].cfg = cfg->res[i];
+		if (cfg->res[i]->type == RES_ATTACH)
+			group_attach_uri(cfg, nbd_sockets, &g->res[i]);
 		if (cfg->res[i]->type == RES_VIP &&
 		    ipaddr_parse(cfg->res[i]->address, &g->res[i].vip, g->reason,
 		                 sizeof(g->reason)) < 0) {
@@ -593,19 +610,28 @@ int group_clear(struct group *g, char *err, size_t errlen)
 
 json_t *group_status_json(const struct group *g)
 {
-	json_t *res = json_array(), *o;
+	json_t *res = json_array(), *vols = json_array(), *o;
 
+	for (unsigned i = 0; i < g->cfg->n_volumes; i++)
+		json_array_append_new(vols, json_string(g->cfg->volumes[i]));
 	for (unsigned i = 0; i < g->n; i++) {
-		o = json_pack("{s:s, s:s, s:s, s:i}", "name", g->res[i].cfg->name, "type",
-		              conf_res_type_name(g->res[i].cfg->type), "state",
-		              res_state_names[g->res[i].st], "restarts", (int)g->res[i].restarts);
+		const struct hak_resource_cfg *rc = g->res[i].cfg;
+
+		o = json_pack("{s:s, s:s, s:s, s:i}", "name", rc->name, "type",
+		              conf_res_type_name(rc->type), "state", res_state_names[g->res[i].st],
+		              "restarts", (int)g->res[i].restarts);
 		if (o && g->res[i].last[0])
 			json_object_set_new(o, "last_failure", json_string(g->res[i].last));
+		/* with several volumes, which one an attach resource is is worth showing */
+		if (o && rc->type == RES_ATTACH)
+			json_object_set_new(o, "volume",
+			                    json_string(rc->volume ? rc->volume : g->cfg->volume));
 		json_array_append_new(res, o);
 	}
-	return json_pack("{s:s, s:s, s:s, s:s, s:o}", "name", g->cfg->name, "volume",
-	                 g->cfg->volume, "state", group_state_name(g->state), "reason", g->reason,
-	                 "resources", res);
+	/* "volume" (the first) stays for readers of the single-volume status */
+	return json_pack("{s:s, s:s?, s:o, s:s, s:s, s:o}", "name", g->cfg->name, "volume",
+	                 g->cfg->volume, "volumes", vols, "state", group_state_name(g->state),
+	                 "reason", g->reason, "resources", res);
 }
 
 int group_announce(struct group *g)

@@ -37,9 +37,11 @@ enum group_state {
 /* Called on every state change, with a sentence saying why. */
 typedef void (*group_changed_fn)(void *ctx, struct group *g, enum group_state st, const char *why);
 
-/* nbd_socket: where the group's volume is served (for attach resources). */
-int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg, const char *nbd_socket,
-                 group_changed_fn changed, void *ctx, struct group **out);
+/* nbd_sockets[i]: where cfg->volumes[i] is served, for the attach resources, each of which
+ * opens its own volume; NULL (or a NULL entry) when unknown. */
+int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg,
+                 const char *const *nbd_sockets, group_changed_fn changed, void *ctx,
+                 struct group **out);
 /* Start or stop the whole group; 0, or -1 with a sentence in err (e.g. BLOCKED). Both may be
  * called in any state: the group turns around after the operation in progress. */
 int group_start(struct group *g, char *err, size_t errlen);

@@ -34,8 +34,9 @@ static void groupctl_changed(void *ctx, struct group *g, enum group_state st, co
 struct group *groupctl_find_volume(const struct groupctl *gc, const char *volume)
 {
 	for (unsigned i = 0; gc && i < gc->n; i++)
-		if (strcmp(gc->cfg[i]->volume, volume) == 0)
-			return gc->g[i];
+		for (unsigned k = 0; k < gc->cfg[i]->n_volumes; k++)
+			if (strcmp(gc->cfg[i]->volumes[k], volume) == 0)
+				return gc->g[i];
 	return NULL;
 }
 
@@ -90,10 +91,15 @@ int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_
 	if (!gc)
 		goto out;
 	for (unsigned i = 0; i < gl->n; i++) {
-		const struct hak_volume_cfg *v = config_find_volume(cfg, gl->g[i]->volume);
+		const char *socks[GROUP_MAX_VOLUMES] = {NULL};
 
-		if (group_create(loop, gl->g[i], v ? v->nbd_socket : NULL, groupctl_changed, gc,
-		                 &gc->g[i]) < 0)
+		for (unsigned k = 0; k < gl->g[i]->n_volumes; k++) {
+			const struct hak_volume_cfg *v =
+			    config_find_volume(cfg, gl->g[i]->volumes[k]);
+
+			socks[k] = v ? v->nbd_socket : NULL;
+		}
+		if (group_create(loop, gl->g[i], socks, groupctl_changed, gc, &gc->g[i]) < 0)
 			goto out;
 		gc->cfg[i] = gl->g[i];
 		gc->n++;

@@ -16,7 +16,7 @@ struct groupctl;
 
 int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_config *cfg,
                     struct groupctl **out);
-/* The group that runs on top of volume (NULL: none). */
+/* The group that runs on top of volume, one of its volumes (NULL: none). */
 struct group *groupctl_find_volume(const struct groupctl *gc, const char *volume);
 /* Called (from the loop) after every state change of any group: the cluster manager. */
 void groupctl_set_listener(struct groupctl *gc, void (*fn)(void *ctx), void *ctx);

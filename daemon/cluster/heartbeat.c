@@ -93,7 +93,7 @@ int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_P
 	be_put64(buf + 24, m->seq);
 	be_put64(buf + 32, m->time_ms);
 	be_put16(buf + 40, m->flags);
-	be_put16(buf + 42, 0);
+	be_put16(buf + 42, m->stale);
 	return hb_frame_seal(&hb_frame, key, buf);
 }
 
@@ -105,7 +105,7 @@ enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *k
 	if (v != HB_OK)
 		return v;
 	if (buf[5] >= HB_MAX_PATHS || buf[6] > CLUSTER_PRIMARY || buf[7] >= CLUSTER_DISK_COUNT ||
-	    (be_get16(buf + 40) & ~HB_F_ALL) || be_get16(buf + 42) != 0)
+	    (be_get16(buf + 40) & ~HB_F_ALL))
 		return HB_BAD_FIELD;
 	m->path = buf[5];
 	m->role = buf[6];
@@ -116,6 +116,7 @@ enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *k
 	m->seq = be_get64(buf + 24);
 	m->time_ms = be_get64(buf + 32);
 	m->flags = be_get16(buf + 40);
+	m->stale = be_get16(buf + 42);
 	return HB_OK;
 }
 
@@ -259,7 +260,7 @@ struct hb {
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	uint8_t role, disk;
-	uint16_t flags;
+	uint16_t flags, stale;
 	struct hb_path_state paths[HB_MAX_PATHS];
 	int64_t heard_at[HB_MAX_PATHS]; /* monotonic ms; -1: never */
 	bool peer_known;
@@ -324,6 +325,7 @@ static void send_all(struct hb *hb)
 	m.role = hb->role;
 	m.disk = hb->disk;
 	m.flags = hb->flags;
+	m.stale = hb->stale;
 	pthread_mutex_unlock(&hb->mu);
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		const struct hb_path_cfg *p = &hb->cfg.paths[i];
@@ -426,7 +428,8 @@ static uint64_t *classify(struct hb *hb, unsigned path, const struct sockaddr_st
 static bool accept_msg(struct hb *hb, unsigned path, const struct hb_msg *m, int64_t now)
 {
 	bool changed = !hb->peer_known || m->role != hb->peer.role || m->disk != hb->peer.disk ||
-	               m->flags != hb->peer.flags || m->incarnation != hb->peer.incarnation;
+	               m->flags != hb->peer.flags || m->stale != hb->peer.stale ||
+	               m->incarnation != hb->peer.incarnation;
 
 	hb->paths[path].rx_ok++;
 	hb->heard_at[path] = now;
@@ -488,11 +491,13 @@ static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
 	if (s->peer_alive != o->peer_alive)
 		events_emit("peer", "node:%" PRIu32 " state:%s paths:%u", hb->cfg.peer_id,
 		            s->peer_alive ? "alive" : "dead", s->n_paths);
-	if (s->peer_known && (!o->peer_known || s->peer.role != o->peer.role ||
-	                      s->peer.disk != o->peer.disk || s->peer.flags != o->peer.flags))
-		events_emit("peer-state", "node:%" PRIu32 " role:%s disk:%s flags:0x%x",
+	if (s->peer_known &&
+	    (!o->peer_known || s->peer.role != o->peer.role || s->peer.disk != o->peer.disk ||
+	     s->peer.flags != o->peer.flags || s->peer.stale != o->peer.stale))
+		events_emit("peer-state", "node:%" PRIu32 " role:%s disk:%s flags:0x%x stale:0x%x",
 		            hb->cfg.peer_id, s->peer.role ? "primary" : "secondary",
-		            cluster_disk_name(s->peer.disk), (unsigned)s->peer.flags);
+		            cluster_disk_name(s->peer.disk), (unsigned)s->peer.flags,
+		            (unsigned)s->peer.stale);
 	hb->seen = *s;
 }
 
@@ -639,15 +644,17 @@ fail:
 	return NULL;
 }
 
-void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags)
+void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags, uint16_t stale)
 {
 	bool changed;
 
 	pthread_mutex_lock(&hb->mu);
-	changed = hb->role != role || hb->disk != disk || hb->flags != (flags & HB_F_ALL);
+	changed = hb->role != role || hb->disk != disk || hb->flags != (flags & HB_F_ALL) ||
+	          hb->stale != stale;
 	hb->role = role;
 	hb->disk = disk;
 	hb->flags = flags & HB_F_ALL;
+	hb->stale = stale;
 	pthread_mutex_unlock(&hb->mu);
 	if (changed)
 		ev_async_send(hb->lt.loop, &hb->kick);

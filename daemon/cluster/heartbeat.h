@@ -15,7 +15,10 @@
  *   0 magic "HAKH" | 4 version (1) | 5 path index | 6 role | 7 disk
  *   8 cluster id (u32) | 12 sender node id (u32) | 16 sender incarnation (u64)
  *   24 sequence (u64) | 32 sender timestamp ms (u64, CLOCK_REALTIME, informative)
- *   40 flags (u16, HB_F_*) | 42 reserved (u16, zero) | 44 HMAC-SHA256 of bytes 0..43
+ *   40 flags (u16, HB_F_*) | 42 stale volumes (u16) | 44 HMAC-SHA256 of bytes 0..43
+ *
+ * The disk at 7 is the worst of the sender's volumes; bit i of the stale mask is set when its
+ * volume i (in the configuration's order) is not UpToDate, so a fence confirms per volume.
  */
 #ifndef HAK_HEARTBEAT_H
 #define HAK_HEARTBEAT_H
@@ -59,6 +62,7 @@ struct hb_msg {
 	uint64_t seq;         /* per sender, increasing by one per packet sent on any path */
 	uint64_t time_ms;
 	uint16_t flags;
+	uint16_t stale; /* bit i: the sender's volume i is not UpToDate */
 };
 
 /* What the receiver remembers of one sender on one path. */
@@ -192,7 +196,7 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
 struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_notify_fn notify,
                     void *arg, char *err, size_t errlen);
 /* What this node advertises (thread-safe); a change goes out at once on every path. */
-void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags);
+void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags, uint16_t stale);
 /* A consistent copy of the state (thread-safe; ages computed now). */
 void hb_snapshot(struct hb *hb, struct hb_snapshot *out);
 /* Stop sending (the peer will see this node die) and free everything. hb may be NULL. */

@@ -4,13 +4,14 @@
  * primary, started in the order written and stopped in reverse.
  *
  *   group pg {
- *       volume db                 # the volume whose primary runs the group
+ *       volume db wal             # the volumes whose primary runs the group (one or more)
  *       monitor-interval 5s
  *       max-restarts 3            # in-place restarts within restart-window, then fail over
  *       restart-window 10m
  *       resource data { type mount; device /dev/loop7; directory /srv/pg; fstype ext4 }
  *       resource postgres { type exec; start "..."; stop "..."; monitor "..." }
  *       resource ip { type vip; address 192.0.2.10/24; interface eth0 }
+ *       resource walblk { type attach; volume wal; directory /run/wal; link /dev/hak-wal }
  *   }
  * (one key per line in the real file; see etc/hak.conf and hak.conf(5)).
  */
@@ -23,6 +24,7 @@
 
 #define CONFIG_MAX_GROUPS          16u
 #define GROUP_MAX_RESOURCES        16u
+#define GROUP_MAX_VOLUMES          16u
 #define HAK_DEFAULT_RES_TIMEOUT    60.0 /* seconds for one start, stop or monitor */
 #define HAK_DEFAULT_MON_INTERVAL   5.0
 #define HAK_DEFAULT_MAX_RESTARTS   3u
@@ -46,8 +48,9 @@ struct hak_resource_cfg {
 	/* systemd */
 	char *unit;
 	/* attach: the volume as a block device, through nbdfuse (FUSE file in directory) and a
-	 * loop device, which link points to */
-	char *link;
+	 * loop device, which link points to; volume is one of the group's volumes (after the
+	 * check, the group's first when the key is not written) */
+	char *link, *volume;
 	/* vip: "192.0.2.10/24" or "2001:db8::10/64" on interface, announced garp_count times at
 	 * once and again after garp_delay seconds (0: once) */
 	char *address, *interface;
@@ -59,7 +62,12 @@ struct hak_resource_cfg {
 
 struct hak_group_cfg {
 	char *name;
-	char *volume; /* "volume" (required): the group runs where this volume is primary */
+	/* "volume" (required, one or more): the group runs where these volumes are primary; the
+	 * cluster manager fails them over together */
+	char *volumes[GROUP_MAX_VOLUMES];
+	unsigned n_volumes;
+	unsigned vol_line[GROUP_MAX_VOLUMES], vol_col[GROUP_MAX_VOLUMES]; /* for messages */
+	char *volume; /* volumes[0] itself (not a copy), for code that follows one volume */
 	double monitor_interval;
 	unsigned max_restarts;
 	double restart_window;
@@ -76,7 +84,7 @@ struct hak_group_list {
 /* The two sections config.c puts in its schema (an initializer needs constants, hence the
  * macro); ctx of the open() functions is the hak_config. */
 #define CONF_GROUP_N_KEYS    4
-#define CONF_RESOURCE_N_KEYS 18
+#define CONF_RESOURCE_N_KEYS 19
 extern const struct conf_key conf_group_keys[CONF_GROUP_N_KEYS];
 extern const struct conf_key conf_resource_keys[CONF_RESOURCE_N_KEYS];
 void *conf_group_open(struct conf_parse *ps, void *ctx, const struct conf_block *blk,
@@ -100,7 +108,8 @@ int conf_resource_check(struct conf_parse *ps, void *ctx, const struct conf_bloc
 		    CONF_RESOURCE_N_KEYS, conf_resource_open, conf_resource_check, NULL            \
 	}
 
-/* Checks across sections once the whole file is read: volumes named by groups exist. */
+/* Checks across sections once the whole file is read: the volumes named by groups exist, and
+ * none belongs to two groups. */
 int conf_group_check_volumes(struct conf_parse *ps, const struct hak_group_list *gl,
                              const char *const *volumes, unsigned n_volumes);
 void conf_group_free(struct hak_group_list *gl);

@@ -815,13 +815,37 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 	           : 0;
 }
 
+/*
+ * The groups' volumes exist and belong to one group each. With a cluster section, one group:
+ * the cluster manager fails every volume over as one and starts the group that holds the first,
+ * so a second group would never start by itself.
+ */
 static int check_groups(struct conf_parse *ps, const struct hak_config *cfg)
 {
 	const char *names[CONFIG_MAX_VOLUMES];
+	const struct hak_group_list *gl = &cfg->groups;
 
 	for (size_t i = 0; i < cfg->n_volumes; i++)
 		names[i] = cfg->volumes[i].name;
-	return conf_group_check_volumes(ps, &cfg->groups, names, (unsigned)cfg->n_volumes);
+	if (conf_group_check_volumes(ps, gl, names, (unsigned)cfg->n_volumes) < 0)
+		return -1;
+	if (!cfg->cluster.present || gl->n == 0)
+		return 0;
+	if (gl->n > 1)
+		return conf_parse_error(
+		    ps, gl->g[1]->line, 1,
+		    "Group '%s' is a second group, but the cluster manager fails every volume over "
+		    "together and runs one group; put its resources in group '%s'.",
+		    gl->g[1]->name, gl->g[0]->name);
+	for (unsigned k = 0; k < gl->g[0]->n_volumes; k++)
+		if (cfg->n_volumes == 0 || strcmp(gl->g[0]->volumes[k], cfg->volumes[0].name) == 0)
+			return 0;
+	return conf_parse_error(
+	    ps, gl->g[0]->line, 1,
+	    "Group '%s' does not hold the first volume '%s': the cluster manager "
+	    "runs the group that holds it, once every volume is primary; add "
+	    "it to the group's volume line.",
+	    gl->g[0]->name, cfg->volumes[0].name);
 }
 
 /* Path i of one node pairs with path i of the other: same count, same family, distinct ends. */
@@ -883,6 +907,12 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 		    ps, c->line, c->col,
 		    "The cluster section needs the two 'node NAME {' sections it fails over "
 		    "between; add them, or remove the cluster section.");
+	if (cfg->n_volumes > CONFIG_MAX_CLUSTER_VOLUMES)
+		return conf_parse_error(
+		    ps, c->line, c->col,
+		    "The cluster manager drives at most %u volumes (each has one bit in the "
+		    "heartbeat), and this file has %zu; split them over two pairs.",
+		    CONFIG_MAX_CLUSTER_VOLUMES, cfg->n_volumes);
 	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
 		if (cfg->nodes[i].n_heartbeat < 2) {
 			setting_pos(nb, "heartbeat-address", &line, &col);
@@ -925,27 +955,23 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
  * cluster's fence-hook to run.
  */
 static int check_fencing(struct conf_parse *ps, const struct hak_config *cfg,
-                         const struct conf_block *blk, struct hak_volume_cfg *v, bool first)
+                         const struct conf_block *blk, struct hak_volume_cfg *v)
 {
 	unsigned line, col;
-	/* The cluster manager drives the first volume only (it is what confirms a fence). */
-	bool managed = cfg->cluster.present && first;
 
 	if (!conf_parse_find(blk, "fencing")) {
-		v->fencing = managed && v->mode != HAK_MODE_ASYNC ? HAK_FENCING_RESOURCE_ONLY
-		                                                  : HAK_FENCING_NONE;
+		v->fencing = cfg->cluster.present && v->mode != HAK_MODE_ASYNC
+		                 ? HAK_FENCING_RESOURCE_ONLY
+		                 : HAK_FENCING_NONE;
 		return 0;
 	}
 	setting_pos(blk, "fencing", &line, &col);
-	if (v->fencing != HAK_FENCING_NONE && !managed)
+	if (v->fencing != HAK_FENCING_NONE && !cfg->cluster.present)
 		return conf_parse_error(
 		    ps, line, col,
-		    "fencing %s of volume '%s' needs the cluster manager: the peer is outdated "
-		    "over "
-		    "its heartbeat paths and through the witness, and the cluster section drives "
-		    "the first volume only; %s, or write fencing none.",
-		    fencing_names[v->fencing], v->name,
-		    cfg->cluster.present ? "make it the first volume" : "add a cluster section");
+		    "fencing %s of volume '%s' needs a cluster section: the peer is outdated over "
+		    "its heartbeat paths and through the witness; add one, or write fencing none.",
+		    fencing_names[v->fencing], v->name);
 	if (v->fencing == HAK_FENCING_STONITH && !cfg->cluster.fence_hook)
 		return conf_parse_error(ps, line, col,
 		                        "fencing resource-and-stonith of volume '%s' needs a "
@@ -963,7 +989,7 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		if (strcmp(c->type, "volume") != 0)
 			continue;
 		struct hak_volume_cfg *v = &cfg->volumes[i++];
-		if (check_fencing(ps, cfg, c, v, i == 1) < 0)
+		if (check_fencing(ps, cfg, c, v) < 0)
 			return -1;
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;

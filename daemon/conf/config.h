@@ -124,6 +124,9 @@ struct hak_node_cfg {
 	unsigned n_heartbeat;
 };
 
+/* The cluster manager's limit: every volume has one bit of the heartbeat's disk mask. */
+#define CONFIG_MAX_CLUSTER_VOLUMES 16u
+
 struct hak_volume_cfg {
 	char *name;              /* the block's NAME; also the NBD export name */
 	char *backing;           /* "backing": file or block device (required) */
@@ -166,9 +169,8 @@ struct hak_volume_cfg {
 	uint64_t resync_rate_min;  /* "resync-rate-min" bytes/s kept while applications write
 	                            * (default 10M) */
 	uint64_t resync_fill;      /* "resync-fill-target" resync bytes in flight (8M) */
-	/* "fencing"; when not written: resource-only for a sync or memsync volume that the
-	 * cluster manager drives (the first, with a cluster section: it has the heartbeats and
-	 * the witness to outdate the peer over), none otherwise */
+	/* "fencing"; when not written: resource-only for sync and memsync volumes of a cluster
+	 * (it has the heartbeats and the witness to outdate the peer over), none otherwise */
 	enum hak_fencing fencing;
 	double fence_timeout; /* "fence-timeout": a freeze this long is reported (10s) */
 	unsigned line;        /* line of the "volume" keyword, for later diagnostics */

@@ -75,6 +75,7 @@ volume db {
     connect-interval 200ms
     ${PAIR_EXTRA:-}
 }
+$(_pair_vol2 "$n")
 $(_cluster_group "$n")
 EOC
 	mkdir -p "$WORK/state-$n"

@@ -2,7 +2,8 @@
 # Acknowledged-write ledger helpers on top of pair.sh (source lib.sh, pair.sh, then this):
 #   ledger_records FILE           acknowledged writes the ledger holds so far (the writer syncs
 #                                 its file every 100 ms)
-#   ledger_storm NODE FILE ID [SECONDS]   a hak-ledger writer on NODE's export in the background
+#   ledger_storm NODE FILE ID [SECONDS [VOL]]   a hak-ledger writer on NODE's export (of VOL,
+#                                 default db) in the background
 #                                 (pid in STORM): 8 MiB of its own at ID x 16 MiB (a ledger's
 #                                 generations are its own, two must not share blocks), QD 8, a
 #                                 flush every 16 writes, 40 s unless said
@@ -19,7 +20,7 @@ ledger_records() {
 }
 
 ledger_storm() {
-	"$LEDGER" write --uri "$(node_uri "$1")" --ledger "$2" --seconds "${4:-40}" --blocks 2048 \
+	"$LEDGER" write --uri "$(node_uri "$1" "${5:-db}")" --ledger "$2" --seconds "${4:-40}" --blocks 2048 \
 		--region-offset $(($3 * 16 << 20)) --qd 8 --flush-every 16 --writer-id "$3" \
 		--seed "$3" >"$2.out" 2>"$2.err" &
 	STORM=$!

@@ -8,17 +8,20 @@
 #                            PAIR_BLANK=1 creates blank metadata (no initial sync).
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
 #                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
+#                            PAIR_VOL2=NAME adds a second volume NAME (same mode and size,
+#                            backing WORK/NODE-NAME.img, replication port offset 1).
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
+# repl_v NAME I FIELD        the same for NAME's volume I (0, 1)
 # wait_repl NAME FIELD VALUE TIMEOUT_S
-# wait_synced TIMEOUT_S      both Connected + UpToDate and nothing out of sync
-# node_uri NAME              the NBD URI of NAME's export
+# wait_synced TIMEOUT_S      both Connected + UpToDate and nothing out of sync (every volume)
+# node_uri NAME [VOL]        the NBD URI of NAME's export of VOL (default db)
 # path_down N / path_up N    take a path (1 or 2) down or up, on alpha's side
 # link_throttle RATE|off     limit alpha's side of the replication link (tc tbf), so a resync
 #                            from alpha takes seconds
 # wait_target_share PCT WHAT wait until beta, SyncTarget, applied PCT % of its resync
-# backing NAME               NAME's backing file
+# backing NAME [VOL]         NAME's backing file of VOL (default db)
 
 PAIR_SID=$(printf '%06x' $(((($$ << 15) + RANDOM) & 0xffffff)))
 NS_alpha=hak-a-$PAIR_SID
@@ -50,12 +53,31 @@ volume db {
     connect-interval 200ms
     ${PAIR_EXTRA:-}
 }
+$(_pair_vol2 "$n")
 EOF
+}
+
+# _pair_vol2 NODE: the section of the second volume, if PAIR_VOL2 names one.
+_pair_vol2() {
+	[[ -n ${PAIR_VOL2:-} ]] || return 0
+	cat <<EOV
+volume $PAIR_VOL2 {
+    backing $WORK/$1-$PAIR_VOL2.img
+    nbd-socket $WORK/$1-$PAIR_VOL2.nbd
+    meta-disk $WORK/$1-$PAIR_VOL2.meta
+    mode $PAIR_MODE
+    replication-port-offset 1
+    ping-interval ${CLUSTER_PING_INTERVAL:-200ms}
+    ping-timeout ${CLUSTER_PING_TIMEOUT:-1s}
+    connect-interval 200ms
+    ${PAIR_EXTRA:-}
+}
+EOV
 }
 
 pair_setup() {
 	PAIR_MODE=${1:-sync}
-	local size=${2:-256M} n
+	local size=${2:-256M} n v
 	require_cmd ip jq
 	ip netns add "$NS_alpha"
 	defer "ip netns del $NS_alpha 2>/dev/null || true"
@@ -75,11 +97,13 @@ pair_setup() {
 		ip -n "${!ns}" link set lo up
 		ip -n "${!ns}" link set "h${n:0:1}1-$PAIR_SID" up
 		ip -n "${!ns}" link set "h${n:0:1}2-$PAIR_SID" up
-		truncate -s "$size" "$WORK/$n.img"
 		_pair_config "$n"
-		"$HAKCTL" --config "$WORK/$n.conf" --node "$n" create-md db \
-			${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
-			fail "create-md on $n failed: $(cat "$WORK/create-md.log")"
+		for v in db ${PAIR_VOL2:-}; do
+			truncate -s "$size" "$(backing "$n" "$v")"
+			"$HAKCTL" --config "$WORK/$n.conf" --node "$n" create-md "$v" \
+				${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
+				fail "create-md of $v on $n failed: $(cat "$WORK/create-md.log")"
+		done
 	done
 	if [[ ${PAIR_NO_START:-0} != 1 ]]; then
 		node_start alpha
@@ -139,6 +163,10 @@ repl() {
 	hk "$1" status --json | jq -r ".volumes[0].replication.$2"
 }
 
+repl_v() {
+	hk "$1" status --json | jq -r ".volumes[$2].replication.$3"
+}
+
 wait_repl() {
 	local n=$1 field=$2 want=$3 tmo=${4:-20}
 	wait_for "[[ \$(repl $n $field 2>/dev/null) == '$want' ]]" "$tmo" ||
@@ -152,14 +180,27 @@ wait_synced() {
 		wait_repl "$n" disk UpToDate "$tmo"
 		wait_repl "$n" out_of_sync_bytes 0 "$tmo"
 	done
+	[[ -n ${PAIR_VOL2:-} ]] || return 0
+	for n in alpha beta; do
+		wait_for "[[ \$(repl_v $n 1 link) == Connected && \$(repl_v $n 1 disk) == UpToDate && \$(repl_v $n 1 out_of_sync_bytes) == 0 ]]" "$tmo" ||
+			fail "$n: volume $PAIR_VOL2 is not in sync after ${tmo}s: $(hk "$n" status --json | jq -c '.volumes[1].replication')"
+	done
 }
 
 node_uri() {
-	echo "nbd+unix:///db?socket=$WORK/$1.nbd"
+	if [[ ${2:-db} == db ]]; then
+		echo "nbd+unix:///db?socket=$WORK/$1.nbd"
+	else
+		echo "nbd+unix:///$2?socket=$WORK/$1-$2.nbd"
+	fi
 }
 
 backing() {
-	echo "$WORK/$1.img"
+	if [[ ${2:-db} == db ]]; then
+		echo "$WORK/$1.img"
+	else
+		echo "$WORK/$1-$2.img"
+	fi
 }
 
 path_down() {

@@ -425,6 +425,37 @@ START_TEST(test_groups)
 }
 END_TEST
 
+/* A second valid volume after VOL's "}": lines 5-8. */
+#define VOLW "volume w {\n\tbacking /c\n\tnbd-socket /t\n}\n"
+/* A valid systemd resource of a group: lines +0 to +3. */
+#define RES_SD "\tresource r {\n\t\ttype systemd\n\t\tunit u\n\t}\n"
+
+START_TEST(test_group_volumes)
+{
+	struct hak_config *cfg =
+	    parse_ok(VOL "}\n" VOLW "group g {\n\tvolume v w\n\tresource a {\n\t\ttype attach\n"
+	                 "\t\tdirectory /d1\n\t\tlink /l1\n\t}\n\tresource b {\n\t\ttype attach\n"
+	                 "\t\tvolume w\n\t\tdirectory /d2\n\t\tlink /l2\n\t}\n}\n");
+	const struct hak_group_cfg *g = cfg->groups.g[0];
+
+	ck_assert_uint_eq(g->n_volumes, 2);
+	ck_assert_str_eq(g->volumes[0], "v");
+	ck_assert_str_eq(g->volumes[1], "w");
+	ck_assert_ptr_eq(g->volume, g->volumes[0]);
+	/* an attach resource without a volume key attaches the group's first */
+	ck_assert_str_eq(g->res[0]->volume, "v");
+	ck_assert_str_eq(g->res[1]->volume, "w");
+	config_free(cfg);
+	/* one volume, as before: the list has one entry */
+	cfg = parse_ok(VOL "}\ngroup g {\n\tvolume v\n" RES_SD "}\n");
+	g = cfg->groups.g[0];
+	ck_assert_uint_eq(g->n_volumes, 1);
+	ck_assert_str_eq(g->volume, "v");
+	ck_assert_ptr_null(g->res[0]->volume);
+	config_free(cfg);
+}
+END_TEST
+
 START_TEST(test_find_self)
 {
 	const struct hak_node_cfg *self, *peer;
@@ -767,7 +798,39 @@ static const struct bad_case bad_cases[] = {
      "Group 'g' has no resource; add at least one 'resource NAME {' section inside it."},
     {VOL "}\ngroup g {\n\tvolume x\n\tresource r {\n\t\ttype exec\n\t\tstart a\n\t\tstop "
          "b\n\t\tmonitor c\n\t}\n}\n",
-     5, 1, "Group 'g' follows volume 'x', but no 'volume x {' section exists."},
+     6, 9, "Group 'g' follows volume 'x', but no 'volume x {' section exists."},
+    /* groups of several volumes (lines 1-8 are VOL and VOLW, the group opens on 9) */
+    {VOL "}\n" VOLW "group g {\n\tvolume v w v\n" RES_SD "}\n", 10, 13,
+     "Group 'g' lists volume 'v' twice; name each volume once."},
+    {VOL "}\n" VOLW "group g {\n\tvolume v x\n" RES_SD "}\n", 10, 11,
+     "Group 'g' follows volume 'x', but no 'volume x {' section exists."},
+    {VOL "}\n" VOLW "group g {\n\tvolume v w\n" RES_SD
+         "}\ngroup h {\n\tvolume w\n\tresource s {\n\t\ttype systemd\n\t\tunit "
+         "u\n\t}\n}\n",
+     17, 9, "Groups 'g' and 'h' both hold volume 'w'; a volume belongs to one group."},
+    {VOL "}\n" VOLW "group g {\n\tvolume a b c d e f g h i j k l m n o p q\n" RES_SD "}\n", 10, 41,
+     "Too many values for 'volume' (more than 16)."},
+    {VOL "}\n" VOLW "group g {\n" RES_SD "}\n", 9, 1,
+     "The group 'g' section has no 'volume' (the volumes whose primary runs the group"},
+    {VOL "}\n" VOLW "group g {\n\tvolume v w\n\tresource r {\n\t\ttype attach\n\t\tvolume "
+         "x\n\t\tdirectory /d\n\t\tlink /l\n\t}\n}\n",
+     13, 10,
+     "Resource 'r' attaches volume 'x', which group 'g' does not hold; name one of its "
+     "volumes: v, w."},
+    {VOL "}\n" VOLW "group g {\n\tvolume v w\n\tresource r {\n\t\ttype systemd\n\t\tunit "
+         "u\n\t\tvolume v\n\t}\n}\n",
+     14, 3,
+     "Key 'volume' does not apply to resource 'r' of type systemd; only an attach resource "
+     "names a volume"},
+    {VOL "}\n" VOLW "group g {\n\tvolume v w\n\tresource r1 {\n\t\ttype attach\n\t\tdirectory "
+         "/d1\n\t\tlink /l1\n\t}\n\tresource r2 {\n\t\ttype attach\n\t\tvolume "
+         "v\n\t\tdirectory /d2\n\t\tlink /l2\n\t}\n}\n",
+     18, 10,
+     "Resources 'r1' and 'r2' of group 'g' both attach volume 'v'; attach each volume once."},
+    {VOL "}\n" VOLW "group g {\n\tvolume v w\n\tresource r1 {\n\t\ttype attach\n\t\tdirectory "
+         "/d1\n\t\tlink /l1\n\t}\n\tresource r2 {\n\t\ttype attach\n\t\tdirectory "
+         "/d2\n\t\tlink /l2\n\t}\n}\n",
+     16, 2, "Resources 'r1' and 'r2' of group 'g' both attach volume 'v'"},
     {VOL "}\ngroup g {\n\tvolume v\n\tresource r {\n\t\ttype mount\n\t\tdevice /d\n\t\tfstype "
          "ext4\n\t}\n}\n",
      7, 2, "Resource 'r' of type mount needs the key 'directory'."},
@@ -918,10 +981,10 @@ START_TEST(test_fencing)
 	ck_assert_double_eq(cfg->volumes[2].fence_timeout, 3.0);
 	ck_assert_str_eq(config_fencing_name(cfg->volumes[0].fencing), "resource-only");
 	config_free(cfg);
-	/* a second sync volume is not driven by the cluster manager: no fencing by default */
+	/* the cluster manager drives every volume: a second sync volume is fenced too */
 	cfg = parse_ok(FPAIR(KEYFILE) FVOL("") FVOLN("w", "\treplication-port-offset 1\n"));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_RESOURCE_ONLY);
-	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_NONE);
+	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_RESOURCE_ONLY);
 	config_free(cfg);
 	cfg = parse_ok(NODES FVOL(""));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_NONE);
@@ -934,12 +997,20 @@ START_TEST(test_fencing)
 END_TEST
 
 static const struct bad_case cluster_bad[] = {
+    /* one group with a cluster, holding the first volume (group g starts on line 21) */
+    {FPAIR(KEYFILE) FVOL("")
+         FVOLN("w", "\treplication-port-offset 1\n") "group g {\n\tvolume v\n" RES_SD
+                                                     "}\ngroup h {\n\tvolume w\n\tresource s "
+                                                     "{\n\t\ttype systemd\n\t\tunit u\n\t}\n}\n",
+     28, 1,
+     "Group 'h' is a second group, but the cluster manager fails every volume over together"},
+    {FPAIR(KEYFILE) FVOL("")
+         FVOLN("w", "\treplication-port-offset 1\n") "group g {\n\tvolume w\n" RES_SD "}\n",
+     21, 1, "Group 'g' does not hold the first volume 'v'"},
     {NODES FVOL("\tfencing resource-only\n"), 10, 10,
-     "fencing resource-only of volume 'v' needs the cluster manager"},
+     "fencing resource-only of volume 'v' needs a cluster section"},
     {FPAIR(KEYFILE) FVOL("\tfencing resource-and-stonith\n"), 15, 10,
      "needs a fence-hook in the cluster section"},
-    {FPAIR(KEYFILE) FVOL("") FVOLN("w", "\treplication-port-offset 1\n\tfencing resource-only\n"),
-     20, 10, "the cluster section drives the first volume only; make it the first volume"},
     {FPAIR(KEYFILE) FVOL("\tfencing always\n"), 15, 10,
      "Bad fencing 'always'; choose one of none, resource-only, resource-and-stonith."},
     {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
@@ -1200,6 +1271,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_repl_nodes);
 	tcase_add_test(tc, test_repl_volumes);
 	tcase_add_test(tc, test_groups);
+	tcase_add_test(tc, test_group_volumes);
 	tcase_add_test(tc, test_find_self);
 	tcase_add_test(tc, test_bad_inputs);
 	tcase_add_test(tc, test_cluster_section);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,7 +50,9 @@ static void setup(void)
 	snprintf(logpath, sizeof(logpath), "%s/log", dir);
 	memset(&gcfg, 0, sizeof(gcfg));
 	gcfg.name = xstrdup("g");
-	gcfg.volume = xstrdup("db");
+	gcfg.volumes[0] = xstrdup("db");
+	gcfg.n_volumes = 1;
+	gcfg.volume = gcfg.volumes[0];
 	gcfg.monitor_interval = 0.1;
 	gcfg.max_restarts = 1;
 	gcfg.restart_window = 60;
@@ -78,7 +81,8 @@ static void teardown(void)
 		free(rcs[i].monitor);
 	}
 	free(gcfg.name);
-	free(gcfg.volume);
+	for (unsigned i = 0; i < gcfg.n_volumes; i++)
+		free(gcfg.volumes[i]);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
 	ck_assert_int_eq(system(cmd), 0);
 }
@@ -339,6 +343,86 @@ START_TEST(pids_from_pidfiles)
 }
 END_TEST
 
+/* Writes an executable shell script named name in bin with body after its #! line. */
+static void fake_tool(const char *bin, const char *name, const char *body)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", bin, name);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\n%s\n", body);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+}
+
+/*
+ * Two attach resources of a group of two volumes each open their own volume on its own socket.
+ * nbdfuse, losetup, mountpoint and fusermount3 are stand-ins early in PATH (the test process is
+ * forked, so the PATH change stays here): nbdfuse logs the URI it was given.
+ */
+START_TEST(attach_uri_per_volume)
+{
+	static const char *const socks[] = {"/run/db.sock", "/run/wal.sock"};
+	struct hak_resource_cfg at[2] = {{0}};
+	char bin[128], body[256], path[4096], err[256];
+	struct group *g;
+	json_t *st;
+
+	snprintf(bin, sizeof(bin), "%s/bin", dir);
+	ck_assert_int_eq(mkdir(bin, 0755), 0);
+	/* nbdfuse -P PIDFILE FILE URI: the script waits for the pid file */
+	snprintf(body, sizeof(body), "echo \"nbdfuse $4\" >>%s; echo $$ >\"$2\"", logpath);
+	fake_tool(bin, "nbdfuse", body);
+	fake_tool(bin, "losetup", "echo /dev/null");
+	fake_tool(bin, "mountpoint", "exit 1");
+	fake_tool(bin, "fusermount3", "exit 0");
+	snprintf(path, sizeof(path), "%s:%s", bin,
+	         getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	ck_assert_int_eq(setenv("PATH", path, 1), 0);
+	gcfg.volumes[1] = xstrdup("wal");
+	gcfg.n_volumes = 2;
+	for (int i = 0; i < 2; i++) {
+		snprintf(body, sizeof(body), "a%d", i);
+		at[i].name = xstrdup(body);
+		at[i].type = RES_ATTACH;
+		snprintf(body, sizeof(body), "%s/m%d", dir, i);
+		at[i].directory = xstrdup(body);
+		snprintf(body, sizeof(body), "%s/l%d", dir, i);
+		at[i].link = xstrdup(body);
+		at[i].timeout = 5;
+		gcfg.res[i] = &at[i];
+	}
+	at[1].volume = xstrdup("wal"); /* a0 has none: the group's first */
+	gcfg.n_res = 2;
+	gcfg.monitor_interval = 3600; /* the stand-ins make no block device for a monitor */
+	ck_assert_int_eq(group_create(loop, &gcfg, socks, NULL, NULL, &g), 0);
+	ck_assert_int_eq(group_start(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STARTED);
+	ck_assert_str_eq(log_text(), "nbdfuse nbd+unix:///db?socket=/run/db.sock "
+	                             "nbdfuse nbd+unix:///wal?socket=/run/wal.sock");
+	st = group_status_json(g);
+	ck_assert_str_eq(json_string_value(json_object_get(st, "volume")), "db");
+	ck_assert_int_eq(json_array_size(json_object_get(st, "volumes")), 2);
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(st, "volumes"), 1)),
+	                 "wal");
+	ck_assert_str_eq(json_string_value(json_object_get(
+	                     json_array_get(json_object_get(st, "resources"), 1), "volume")),
+	                 "wal");
+	json_decref(st);
+	ck_assert_int_eq(group_stop(g, err, sizeof(err)), 0);
+	wait_state(g, GROUP_STOPPED);
+	group_destroy(g);
+	for (int i = 0; i < 2; i++) {
+		free(at[i].name);
+		free(at[i].directory);
+		free(at[i].link);
+		free(at[i].volume);
+	}
+}
+END_TEST
+
 START_TEST(mountinfo)
 {
 	ck_assert_int_eq(group_is_mounted("/proc"), 1);
@@ -360,6 +444,7 @@ int main(void)
 	tcase_add_test(t, failed_stop_blocks);
 	tcase_add_test(t, vip_resource);
 	tcase_add_test(t, pids_from_pidfiles);
+	tcase_add_test(t, attach_uri_per_volume);
 	tcase_add_test(t, mountinfo);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);

@@ -46,7 +46,8 @@ static struct hb_msg sample(void)
 	                   .incarnation = 0x0102030405060708ull,
 	                   .seq = 41,
 	                   .time_ms = 1790000000123ull,
-	                   .flags = HB_F_ELIGIBLE | HB_F_IO_FROZEN};
+	                   .flags = HB_F_ELIGIBLE | HB_F_IO_FROZEN,
+	                   .stale = 0x8001};
 	return m;
 }
 
@@ -61,7 +62,7 @@ START_TEST(roundtrip)
 	ck_assert(d.path == m.path && d.role == m.role && d.disk == m.disk &&
 	          d.cluster_id == m.cluster_id && d.node_id == m.node_id &&
 	          d.incarnation == m.incarnation && d.seq == m.seq && d.time_ms == m.time_ms &&
-	          d.flags == m.flags);
+	          d.flags == m.flags && d.stale == m.stale);
 	/* the layout is the documented one */
 	ck_assert_int_eq(memcmp(pkt, "HAKH\x01\x01\x01\x00", 8), 0);
 	ck_assert_int_eq(pkt[15], 2);
@@ -343,7 +344,7 @@ START_TEST(loopback_alive_then_dead)
 		W.hb[n] = hb_start(&cfg[n], loop, on_notify, (void *)(intptr_t)n, err, sizeof(err));
 		ck_assert_msg(W.hb[n] != NULL, "%s", err);
 	}
-	hb_set_local(W.hb[1], CLUSTER_PRIMARY, CLUSTER_DISK_UPTODATE, HB_F_ELIGIBLE);
+	hb_set_local(W.hb[1], CLUSTER_PRIMARY, CLUSTER_DISK_UPTODATE, HB_F_ELIGIBLE, 0x5);
 	run_until(loop, 0, 3.0);
 	ck_assert_msg(both_alive(), "not alive on both paths after %.2fs", clock_mono() - t0);
 	ck_assert_msg(clock_mono() - t0 < 1.0, "alive only after %.2fs", clock_mono() - t0);
@@ -352,7 +353,7 @@ START_TEST(loopback_alive_then_dead)
 	run_until(loop, 2, 2 * INTERVAL + 0.1);
 	hb_snapshot(W.hb[0], &s);
 	ck_assert(s.peer_known && s.peer.node_id == 2 && s.peer.role == CLUSTER_PRIMARY &&
-	          s.peer.flags == HB_F_ELIGIBLE);
+	          s.peer.flags == HB_F_ELIGIBLE && s.peer.stale == 0x5);
 	ck_assert(s.paths[0].rx_ok > 0 && s.paths[1].rx_ok > 0);
 	ck_assert(s.paths[0].rx_bad + s.paths[0].rx_replay + s.paths[0].rx_foreign == 0);
 
