@@ -104,11 +104,15 @@ enum wit_decision wit_grant(struct wit_state *s, const struct wit_msg *req, int6
 		s->outdated |= peer_bit;
 	else if (!self_out && (req->flags & WIT_F_PEER_CURRENT))
 		s->outdated &= (uint8_t)~peer_bit;
+	s->primary_until[req->node_id - 1] =
+	    (req->flags & WIT_F_PRIMARY) && !self_out ? now_ms + lease_ms / 2 : 0;
 	if (req->flags & WIT_F_WANT) {
 		if (self_out) {
 			d = WIT_DENY; /* its data is not the newest: it must never serve */
 		} else if (!running && now_ms < s->quiet_until) {
 			d = WIT_DENY;
+		} else if (!running && now_ms < s->primary_until[peer - 1]) {
+			d = WIT_DENY; /* the primary still asks: it keeps the volume (witness.h) */
 		} else if (!running) {
 			d = WIT_GRANT;
 		} else if (s->holder == req->node_id) {
@@ -398,6 +402,7 @@ struct wit_client {
 	pthread_mutex_t mu;
 	bool want;
 	uint16_t peer_flags; /* WIT_F_OUTDATE_PEER or WIT_F_PEER_CURRENT */
+	bool primary;        /* WIT_F_PRIMARY */
 	uint16_t reply_flags;
 	int64_t reply_at;    /* monotonic ms of the last valid reply; -1 never */
 	int64_t holds_until; /* monotonic ms: this node's own bound on its lease */
@@ -453,7 +458,8 @@ static void client_send(struct wit_client *c)
 	bool ch;
 
 	pthread_mutex_lock(&c->mu);
-	m.flags = (uint16_t)((c->want ? WIT_F_WANT : 0) | c->peer_flags);
+	m.flags = (uint16_t)((c->want ? WIT_F_WANT : 0) | (c->primary ? WIT_F_PRIMARY : 0) |
+	                     c->peer_flags);
 	m.seq = ++c->seq;
 	c->sent_ms[m.seq % WIT_SEND_RING] = now;
 	c->tx++;
@@ -597,6 +603,20 @@ void wit_client_peer(struct wit_client *c, bool outdate, bool current)
 	pthread_mutex_lock(&c->mu);
 	changed = c->peer_flags != f;
 	c->peer_flags = f;
+	pthread_mutex_unlock(&c->mu);
+	if (changed)
+		ev_async_send(c->lt.loop, &c->kick);
+}
+
+void wit_client_primary(struct wit_client *c, bool primary)
+{
+	bool changed;
+
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	changed = c->primary != primary;
+	c->primary = primary;
 	pthread_mutex_unlock(&c->mu);
 	if (changed)
 		ev_async_send(c->lt.loop, &c->kick);

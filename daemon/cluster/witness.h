@@ -13,6 +13,13 @@
  * witness. A node that is Outdated itself, or that would outdate the holder of a running lease,
  * is not listened to: the vote and the current data never part.
  *
+ * It prefers the primary: while a node that says it is primary keeps asking (within half a
+ * lease of its last request), its peer is denied the vote. When only the pair's own links break,
+ * both nodes reach the witness and ask at about the same moment; without this the faster one
+ * won, and a secondary winning meant a needless failover with the primary's in-flight writes
+ * failed. A primary that died or lost the witness stops asking, and half a lease later (one
+ * deadtime, as long as its peer needs to call it dead) the peer may have the vote.
+ *
  * UDP, one request and one reply, authenticated with HMAC-SHA256 under the cluster's auth key
  * (the heartbeat key). The witness keeps a per-node replay window (incarnation, sequence) and
  * drops stale or replayed requests without answering; a reply echoes the request's incarnation
@@ -52,7 +59,8 @@
 #define WIT_F_PEER_CURRENT  (1u << 3)
 #define WIT_F_OUTDATED      (1u << 4) /* reply: the requester is recorded as Outdated */
 #define WIT_F_PEER_OUTDATED (1u << 5) /* reply: the requester's peer is recorded as Outdated */
-#define WIT_F_ALL           0x3fu
+#define WIT_F_PRIMARY       (1u << 6) /* request: I am primary (my peer waits for the vote) */
+#define WIT_F_ALL           0x7fu
 
 struct wit_msg {
 	uint8_t type;
@@ -80,12 +88,14 @@ struct wit_state {
 	 * a whole lease has passed since the start. */
 	int64_t quiet_until;
 	uint8_t outdated; /* bit n-1: node n is Outdated (persistent) */
+	/* monotonic ms until which node n+1 counts as a primary still asking (WIT_F_PRIMARY) */
+	int64_t primary_until[2];
 };
 
 enum wit_decision {
 	WIT_GRANT,   /* nobody held it (or the lease expired): now the requester does */
 	WIT_RENEW,   /* the holder asked again: lease extended */
-	WIT_DENY,    /* the other node holds a running lease */
+	WIT_DENY,    /* the other node holds a running lease, or is a primary still asking */
 	WIT_RELEASE, /* the holder does not want it any more */
 	WIT_QUERY,   /* a node without the vote does not want it: just the state */
 	WIT_DROP,    /* foreign cluster, bad node id, stale or replayed: no answer */
@@ -143,6 +153,9 @@ void wit_client_want(struct wit_client *c, bool want);
  * mark (never both); thread-safe. A change is sent at once, not at the next interval.
  */
 void wit_client_peer(struct wit_client *c, bool outdate, bool current);
+/* Whether this node is primary (WIT_F_PRIMARY) from the next request on; thread-safe. A change is
+ * sent at once. */
+void wit_client_primary(struct wit_client *c, bool primary);
 void wit_client_state(struct wit_client *c, struct wit_client_state *out);
 void wit_client_stop(struct wit_client *c);
 

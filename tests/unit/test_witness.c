@@ -159,6 +159,51 @@ START_TEST(grant_table)
 }
 END_TEST
 
+/* The primary keeps the volume when only the pair's links break: while it asks (WIT_F_PRIMARY),
+ * its peer is denied; half a lease after its last request, the peer may have the vote. */
+START_TEST(grant_prefers_primary)
+{
+	const int64_t lease = 2000;
+	struct wit_state s = {.cluster_id = 7};
+	struct wit_msg rep;
+	uint64_t seq1 = 0, seq2 = 0;
+#define ASK(node, t, f)                                                                            \
+	wit_grant(&s,                                                                              \
+	          &(struct wit_msg){.type = WIT_REQUEST,                                           \
+	                            .flags = (f),                                                  \
+	                            .cluster_id = 7,                                               \
+	                            .node_id = (node),                                             \
+	                            .incarnation = 9,                                              \
+	                            .seq = (node) == 1 ? ++seq1 : ++seq2},                         \
+	          (t), lease, &rep)
+
+	ck_assert_int_eq(ASK(1, 0, WIT_F_PRIMARY), WIT_QUERY); /* alpha primary, pair fine */
+	ck_assert_int_eq(ASK(2, 200, WIT_F_WANT), WIT_DENY);   /* beta lost alpha first */
+	ck_assert_uint_eq(s.holder, 0);
+	ck_assert_int_eq(ASK(1, 250, WIT_F_PRIMARY | WIT_F_WANT), WIT_GRANT);
+	ck_assert_int_eq(ASK(2, 900, WIT_F_WANT), WIT_DENY); /* the lease now */
+	/* alpha dies: its lease runs out, and beta then gets the vote */
+	ck_assert_int_eq(ASK(2, 2251, WIT_F_WANT), WIT_GRANT);
+	ck_assert_uint_eq(s.holder, 2);
+	ck_assert_int_eq(ASK(2, 2500, WIT_F_PRIMARY | WIT_F_WANT), WIT_RENEW);
+	ck_assert_int_eq(ASK(2, 2600, WIT_F_PRIMARY), WIT_RELEASE); /* the pair hears itself */
+	/* beta primary stops asking (dead, or cut from the witness): 1000 ms later alpha may */
+	ck_assert_int_eq(ASK(1, 3500, WIT_F_WANT), WIT_DENY);
+	ck_assert_int_eq(ASK(1, 3601, WIT_F_WANT), WIT_GRANT);
+	ck_assert_int_eq(ASK(1, 3700, 0), WIT_RELEASE);
+	/* a primary that says it is no longer primary stops holding its peer back at once */
+	ck_assert_int_eq(ASK(2, 3800, WIT_F_PRIMARY), WIT_QUERY);
+	ck_assert_int_eq(ASK(2, 3900, 0), WIT_QUERY);
+	ck_assert_int_eq(ASK(1, 3950, WIT_F_WANT), WIT_GRANT);
+	ck_assert_int_eq(ASK(1, 4000, 0), WIT_RELEASE);
+	/* an Outdated node's claim to be primary holds nobody back */
+	s.outdated = 2;
+	ck_assert_int_eq(ASK(2, 4100, WIT_F_PRIMARY), WIT_QUERY);
+	ck_assert_int_eq(ASK(1, 4200, WIT_F_WANT), WIT_GRANT);
+#undef ASK
+}
+END_TEST
+
 START_TEST(grant_refuses_foreign)
 {
 	struct wit_state s = {.cluster_id = 7};
@@ -393,6 +438,7 @@ static Suite *witness_suite(void)
 	tcase_add_test(tc, codec_roundtrip_and_flips);
 	tcase_add_test(tc, codec_fields_checked);
 	tcase_add_test(tc, grant_table);
+	tcase_add_test(tc, grant_prefers_primary);
 	tcase_add_test(tc, grant_refuses_foreign);
 	tcase_add_test(tc, grant_quiet_after_start);
 	tcase_add_test(tc, grant_outdated_marks);
