@@ -385,7 +385,10 @@ static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
 	}
 	if (!any_fencing(cd) && !cd->stonith_proc)
 		cd->stonith = CLUSTER_FENCE_NOT_RUN;
-	wit_client_peer(cd->wit, any_fencing(cd),
+	/* Asked only while the witness answers: a request that arrives when the replies do not (a
+	 * one-way loss) would outdate the peer for nothing, as this node can never learn it and
+	 * steps down, and leave neither node able to take over. */
+	wit_client_peer(cd->wit, any_fencing(cd) && w->reachable,
 	                !any_fencing(cd) && all_served && w->peer_outdated);
 }
 
@@ -575,8 +578,10 @@ static void decide(struct clusterd *cd)
 			         cluster_cmd_name(cd->cmd), o.reason);
 		cd->cmd = CLUSTER_CMD_NONE;
 	}
-	if (cd->wit)
+	if (cd->wit) {
 		wit_client_want(cd->wit, cd->want_vote);
+		wit_client_primary(cd->wit, any_primary(cd));
+	}
 	hb_set_local(cd->hb, any_primary(cd), (uint8_t)worst_disk(cd), local_flags(cd, &o),
 	             stale_mask(cd));
 	/* an action whose effect is synchronous deserves the next step at once */

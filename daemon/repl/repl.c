@@ -264,6 +264,48 @@ static bool diskless_accept(struct repl *r, const struct wire_hello *h, const ch
 	return true;
 }
 
+/*
+ * Equal generations, but one side is Outdated with blocks in its bitmap: a primary that stepped
+ * down before its peer was fenced went back to the generation both share (fence.c), and the
+ * writes it failed are in those blocks. The other side overwrites them, so the copies end up
+ * equal; both sides see the same facts and decide alike.
+ *
+ * Both sides Outdated at equal generations happens when that primary had the witness record its
+ * peer Outdated but never heard the answer (a one-way loss), then stepped down: nobody promoted,
+ * nobody acknowledged a write alone (a primary makes a new generation before it does), so the
+ * side without bits holds every acknowledged write and is the newest copy there is. It becomes
+ * UpToDate and the source; with no bits on either side both do. With bits on both, which copy
+ * is right is the operator's call (primary --force).
+ */
+static enum gen_decision handshake_equal_outdated(struct repl *r, const struct wire_hello *h)
+{
+	uint64_t mine = bitmap_count(r->bm), theirs = h->bits_set;
+	bool both = r->disk == DISK_OUTDATED && h->disk == WIRE_DISK_OUTDATED;
+	enum gen_decision d = GEN_NO_SYNC;
+
+	if (both && mine == 0) {
+		repl_log(
+		    r, LOG_LVL_NOTICE,
+		    "Both copies are Outdated at the same generation, and this one has no blocks "
+		    "out of sync (the peer has %llu): nobody wrote past it, so it is UpToDate.",
+		    (unsigned long long)theirs);
+		r->disk = DISK_UPTODATE;
+		repl_write_sb(r);
+	}
+	if (r->disk == DISK_OUTDATED && mine > 0 &&
+	    (h->disk == WIRE_DISK_UPTODATE || (both && theirs == 0)))
+		d = GEN_SYNC_TARGET;
+	else if (r->disk == DISK_UPTODATE && h->disk == WIRE_DISK_OUTDATED && theirs > 0)
+		d = GEN_SYNC_SOURCE;
+	if (d != GEN_NO_SYNC)
+		repl_log(
+		    r, LOG_LVL_INFO,
+		    "Equal generations, but the Outdated side has blocks out of sync: resyncing "
+		    "them from the %s side.",
+		    both ? "other Outdated" : "UpToDate");
+	return d;
+}
+
 static void handshake_complete(struct repl *r)
 {
 	const struct wire_hello *h = &r->peer_hello;
@@ -293,16 +335,8 @@ static void handshake_complete(struct repl *r)
 	 * (fence.c), and the writes it failed are in those blocks. The UpToDate side overwrites
 	 * them, so the copies end up equal; both sides see the same facts and decide alike.
 	 */
-	if (d == GEN_NO_SYNC && rule == GEN_RULE_EQUAL && local.current) {
-		if (r->disk == DISK_OUTDATED && h->disk == DISK_UPTODATE && bitmap_count(r->bm) > 0)
-			d = GEN_SYNC_TARGET;
-		else if (r->disk == DISK_UPTODATE && h->disk == DISK_OUTDATED && h->bits_set > 0)
-			d = GEN_SYNC_SOURCE;
-		if (d != GEN_NO_SYNC)
-			repl_log(r, LOG_LVL_INFO,
-			         "Equal generations, but the Outdated side has blocks out of sync: "
-			         "resyncing them from the UpToDate side.");
-	}
+	if (d == GEN_NO_SYNC && rule == GEN_RULE_EQUAL && local.current)
+		d = handshake_equal_outdated(r, h);
 	r->peer_role = h->role;
 	r->peer_disk = h->disk;
 	gen_format(&local, lg, sizeof(lg));
