@@ -14,6 +14,8 @@
 #   role NAME            NAME's role (primary/secondary/down)
 #   cl NAME FIELD        a field of NAME's cluster status (jq path below .cluster)
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
+#   cut_pair / heal_pair  take both paths between the nodes down / up
+#   primary_of           the nodes that are primary now ("alpha ", "beta ", "alpha beta ", "")
 #   sampler_start / sampler_assert [MIN]   record every 100 ms whether each node is primary and
 #                        not frozen, and what it acknowledged; assert that the two never
 #                        acknowledged writes in the same round nor both served for two rounds
@@ -130,6 +132,23 @@ witness_heal() {
 	local ns=NS_$1
 	ip -n "${!ns}" link set "v${1:0:1}-$PAIR_SID" up
 	ip -n "${!ns}" route replace 192.0.2.250/32 via "192.0.2.$([[ $1 == alpha ]] && echo 201 || echo 205)"
+}
+
+cut_pair() {
+	path_down 1
+	path_down 2
+}
+
+heal_pair() {
+	path_up 1
+	path_up 2
+}
+
+primary_of() {
+	local r
+	for r in alpha beta; do
+		if [[ $(role "$r") == primary ]]; then echo -n "$r "; fi
+	done
 }
 
 # The sampler talks to both control sockets directly (hakctl under ASan is too slow for 100 ms):

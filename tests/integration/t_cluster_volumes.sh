@@ -9,8 +9,8 @@
 #      beta cannot reach the witness: beta's wal writes freeze until alpha's heartbeat shows wal
 #      not UpToDate (its bit in the stale mask), db's writes never freeze. beta is killed:
 #      alpha has db UpToDate but wal Outdated and promotes neither. beta returns, alpha
-#      reconnects wal, beta is primary again once wal's handshake says whose copy is current,
-#      alpha resyncs; both ledgers are complete on alpha's copies.
+#      reconnects wal; once wal's handshake says whose copy is current and alpha resynced, one
+#      node serves both volumes; both ledgers are complete on alpha's copies.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
@@ -49,6 +49,16 @@ EOG
 }
 
 roles() { hk "$1" status --json | jq -r '[.volumes[].role] | join(",")'; }
+# storms NODE DB_LEDGER WAL_LEDGER ID SECONDS: a ledger storm on each volume of NODE (IDs ID and
+# ID + 1), pids in S_DB and S_WAL, until both got writes acknowledged
+storms() {
+	ledger_storm "$1" "$2" "$4" "$5"
+	S_DB=$STORM
+	ledger_storm "$1" "$3" $(($4 + 1)) "$5" wal
+	S_WAL=$STORM
+	wait_for "(( \$(ledger_records $2) > 200 && \$(ledger_records $3) > 200 ))" 15 ||
+		fail "the storms got no writes acknowledged: $(tail -n 2 "$2.err" "$3.err")"
+}
 promotions() { grep -c "Promoted to primary" "$WORK/$1.log" || true; }
 
 PAIR_VOL2=wal PAIR_BLANK=1 cluster_setup sync 80M
@@ -63,16 +73,11 @@ assert_eq "$(repl_v alpha 1 fencing.policy)" resource-only "wal's default fencin
 # ---- a. the primary dies: both volumes move ----
 LA=$WORK/a-db.ledger
 LW=$WORK/a-wal.ledger
-ledger_storm alpha "$LA" 1 30
-SA=$STORM
-ledger_storm alpha "$LW" 2 30 wal
-SW=$STORM
-wait_for "(( \$(ledger_records $LA) > 200 && \$(ledger_records $LW) > 200 ))" 15 ||
-	fail "the storms got no writes acknowledged: $(tail -n 2 "$LA.err" "$LW.err")"
+storms alpha "$LA" "$LW" 1 30
 node_kill9 alpha
 t0=$(date +%s.%N)
-wait "$SA" || true
-wait "$SW" || true
+wait "$S_DB" || true
+wait "$S_WAL" || true
 wait_for "[[ -f $WORK/beta.marker ]]" 20 || fail "beta's group did not start: $(hk beta status)"
 log "a: beta serves both volumes $(elapsed_since "$t0") s after alpha's death"
 assert_eq "$(roles beta)" primary,primary "beta's volumes"
@@ -87,12 +92,7 @@ wait_synced 40
 assert_eq "$(roles alpha)" secondary,secondary "alpha back"
 LB=$WORK/b-db.ledger
 LBW=$WORK/b-wal.ledger
-ledger_storm beta "$LB" 3 40
-SB=$STORM
-ledger_storm beta "$LBW" 4 40 wal
-SBW=$STORM
-wait_for "(( \$(ledger_records $LB) > 200 && \$(ledger_records $LBW) > 200 ))" 15 ||
-	fail "the storms got no writes acknowledged: $(tail -n 2 "$LB.err" "$LBW.err")"
+storms beta "$LB" "$LBW" 3 40
 db_fences=$(repl_v beta 0 fencing.fences)
 wal_fences=$(repl_v beta 1 fencing.fences)
 # without the witness, the only confirmation is alpha's heartbeat (wal's stale bit)
@@ -112,8 +112,8 @@ wait_for "(( \$(ledger_records $LBW) > $n + 100 ))" 10 || fail "wal's writes did
 witness_heal beta
 p0=$(promotions alpha)
 node_kill9 beta
-wait "$SB" || true
-wait "$SBW" || true
+wait "$S_DB" || true
+wait "$S_WAL" || true
 sleep 3 # > deadtime + a takeover: alpha would have promoted by now
 assert_eq "$(roles alpha)" secondary,secondary "alpha's volumes with beta dead and wal Outdated"
 assert_eq "$(promotions alpha)" "$p0" "alpha's promotions while beta was dead"
@@ -123,9 +123,12 @@ node_start beta
 # both sides secondary: the handshake of every volume says which copy is current, so nobody
 # promotes before wal connects again
 hk alpha connect wal >/dev/null
-wait_for "[[ \$(roles beta) == primary,primary && -f $WORK/beta.marker ]]" 20 ||
-	fail "beta did not come back as primary: $(hk beta status)"
+# either may be primary then (alpha is the preferred node once its resync made it UpToDate)
+wait_for "[[ \$(roles beta) == primary,primary && -f $WORK/beta.marker ]] ||
+	[[ \$(roles alpha) == primary,primary && -f $WORK/alpha.marker ]]" 20 ||
+	fail "no node serves both volumes: $(hk beta status) $(hk alpha status)"
 wait_synced 40
+log "b: back: alpha $(roles alpha), beta $(roles beta)"
 ledger_clean "$LB" "$(backing alpha)"
 ledger_clean "$LBW" "$(backing alpha wal)"
 node_stop alpha

@@ -29,14 +29,6 @@ commits_go_on() {
 	wait_for "(( \$(committed) >= $c0 + 20 ))" "$1" ||
 		fail "the client committed only $(($(committed) - c0)) rows in $1 s: $(tail -n 3 "$WORK/client.err")"
 }
-cut_pair() {
-	path_down 1
-	path_down 2
-}
-heal_pair() {
-	path_up 1
-	path_up 2
-}
 
 t_setup=$(date +%s.%N)
 CLUSTER_HB_INTERVAL=200ms CLUSTER_DEADTIME=1s CLUSTER_PING_INTERVAL=1s CLUSTER_PING_TIMEOUT=2s \

@@ -44,12 +44,6 @@ heal_from() {
 	ip -n "${!ns}" route del blackhole "192.0.2.$a/32"
 	ip -n "${!ns}" route del blackhole "192.0.2.$b/32"
 }
-primary_of() {
-	local r
-	for r in alpha beta; do
-		if [[ $(role "$r") == primary ]]; then echo -n "$r "; fi
-	done
-}
 
 PAIR_BLANK=1 cluster_setup sync 64M
 pair_report_logs

@@ -30,25 +30,24 @@ require_cmd jq sha256sum
 # shellcheck source=tests/integration/ledger.sh
 . "$(dirname "$0")/ledger.sh"
 
-primary_of() {
-	local r
-	for r in alpha beta; do
-		if [[ $(role "$r") == primary ]]; then echo -n "$r "; fi
-	done
-}
 # the ledger of the storm now running must grow by 100 records within 10 s
 storm_goes_on() {
 	local n
 	n=$(ledger_records "$1")
 	wait_for "(( \$(ledger_records $1) > $n + 100 ))" 10 || fail "$2: writes stopped: $(tail -n 2 "$1.err")"
 }
-cut_pair() {
-	path_down 1
-	path_down 2
-}
-heal_pair() {
-	path_up 1
-	path_up 2
+
+# healed CASE: the links back, the pair in sync by itself with one primary and no split brain;
+# HEALED is that primary
+healed() {
+	heal_pair
+	wait_synced 60
+	wait_for "[[ -n \$(primary_of) ]]" 30 ||
+		fail "$1: no primary after the heal: alpha $(cl alpha reason); beta $(cl beta reason)"
+	grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "$1: split brain after the heal"
+	HEALED=$(primary_of)
+	HEALED=${HEALED% }
+	log "$1: healed: primary $HEALED"
 }
 
 PAIR_BLANK=1 cluster_setup sync 64M
@@ -71,8 +70,7 @@ storm_goes_on "$L0" "0: alpha after the fence"
 sleep 2 # beta would have promoted by now
 assert_eq "$(primary_of)" "alpha " "the primary with the pair cut and the witness reachable by both"
 log "0: beta: $(cl beta rule): $(cl beta reason); disk $(repl beta disk)"
-heal_pair
-wait_synced 40
+healed 0
 kill -TERM "$STORM" 2>/dev/null || true
 wait "$STORM" || true
 ledger_clean "$L0" "$(backing beta)"
@@ -110,10 +108,8 @@ storm_goes_on "$L1" "2: alpha after the fence"
 sleep 2 # beta would have promoted by now
 assert_eq "$(primary_of)" "alpha " "the primary with beta cut from the pair and the witness"
 log "2: beta: $(cl beta rule): $(cl beta reason)"
-heal_pair
 witness_heal beta
-wait_synced 40
-grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
+healed 2
 kill -TERM "$STORM" 2>/dev/null || true
 wait "$STORM" || true
 log "2: storm: $(cat "$L1.out")"
@@ -136,16 +132,11 @@ kill -TERM "$STORM" 2>/dev/null || true
 wait "$STORM" || true
 log "3: storm: $(cat "$L3.out")"
 ip -n "$NS_witness" route del blackhole 192.0.2.202/32
-heal_pair
-wait_synced 60
-wait_for "[[ -n \$(primary_of) ]]" 20 || fail "no primary after the heal: alpha $(cl alpha reason); beta $(cl beta reason)"
-grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
-p=$(primary_of)
-log "3: healed: primary $p"
-ledger_clean "$L3" "$(backing "${p% }")"
+healed 3
+ledger_clean "$L3" "$(backing "$HEALED")"
 
-# ---- 4. witness -> beta dropped, then the pair cut ----
-p=${p% }
+# ---- 4. witness -> the secondary dropped, then the pair cut ----
+p=$HEALED
 s=alpha
 [[ $p == alpha ]] && s=beta
 L4=$WORK/four.ledger
@@ -167,14 +158,9 @@ kill -TERM "$STORM" 2>/dev/null || true
 wait "$STORM" || true
 log "4: storm: $(cat "$L4.out")"
 ip -n "$NS_witness" route del blackhole "192.0.2.$sip/32"
-heal_pair
-wait_synced 60
-wait_for "[[ -n \$(primary_of) ]]" 30 || fail "no primary after the heal: alpha $(cl alpha reason); beta $(cl beta reason)"
-grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "split brain after the heal"
-p=$(primary_of)
-log "4: healed: primary $p"
+healed 4
 sampler_assert 50
-ledger_clean "$L4" "$(backing "${p% }")"
+ledger_clean "$L4" "$(backing "$HEALED")"
 node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing beta)")" "$(sha256sum <"$(backing alpha)")" "both copies"
