@@ -240,9 +240,26 @@ commit_path() {
 		" barriers_per_fsync=\(if $s > 0 then (n(.bar.total) / $s * 100 | round / 100) else 0 end)"'
 }
 
+# cpu_busy BEFORE AFTER WHAT: how busy CPU 0 (fio and the primary) and CPU 1 (the secondary) were
+# between two samples of their /proc/stat lines; a CPU near 100 % is the limit, not the I/O path.
+cpu_busy() {
+	awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		for (c = 0; c < 2; c++) {
+			o = c * 11; t = 0
+			for (i = 2; i <= 11; i++) t += y[o + i] - x[o + i]
+			if (t <= 0) continue
+			idle = (y[o + 5] - x[o + 5]) + (y[o + 6] - x[o + 6])
+			printf "bench: %s: cpu%d busy %.0f%% (user %.0f%%, system %.0f%%, softirq %.0f%%)\n",
+				n, c, 100 * (t - idle) / t, 100 * (y[o + 2] - x[o + 2]) / t,
+				100 * (y[o + 4] - x[o + 4]) / t, 100 * (y[o + 8] - x[o + 8]) / t
+		}
+	}' >&2
+}
+
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0=
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0= c0
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
@@ -265,7 +282,9 @@ run_config() {
 		fi
 		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
 		[[ $cfg == @(standalone|qemu) || $name != fsync4k_* ]] || cp0=$(commit_snap)
+		c0=$(grep -E '^cpu[01] ' /proc/stat | paste -sd' ')
 		res=$(run_fio "$cfg" "$name" "$args")
+		cpu_busy "$c0" "$(grep -E '^cpu[01] ' /proc/stat | paste -sd' ')" "$name $cfg"
 		read -r r_iops r_lat r_flush <<<"$res"
 		IOPS["$cfg $name"]+="$r_iops "
 		LAT["$cfg $name"]+="$r_lat "
