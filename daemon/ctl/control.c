@@ -66,6 +66,52 @@ static char *reply_line(const json_t *o)
 	return r;
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629, as jansson checks it: no overlong forms,
+ * no surrogates, nothing above U+10FFFF), or 0 when the bytes there are not one. */
+static size_t control_utf8_len(const unsigned char *s)
+{
+	unsigned c = s[0], min, cp;
+	size_t n;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2, min = 0x80, cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3, min = 0x800, cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4, min = 0x10000, cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	/* A NUL ends the string, and is no continuation byte, so this never reads past it. */
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* Replace, in place, every byte of s that is not part of well-formed UTF-8 with '?'. Error texts
+ * quote the client's bytes (jansson's "near '...'" context, a command name cut at a byte count),
+ * and json_pack refuses a string that is not UTF-8: without this such a request got no reply. */
+static void control_utf8_sanitize(char *s)
+{
+	unsigned char *p = (unsigned char *)s;
+
+	while (*p) {
+		size_t n = control_utf8_len(p);
+		if (n == 0) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
 static char *reply_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static char *reply_error(const char *fmt, ...)
 {
@@ -74,6 +120,7 @@ static char *reply_error(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	control_utf8_sanitize(msg);
 	json_t *o = json_pack("{s:b, s:s}", "ok", 0, "error", msg);
 	char *r = reply_line(o);
 	json_decref(o);
@@ -89,8 +136,8 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 	json_t *resp = NULL;
 
 	if (!req)
-		return reply_error("The request is not valid JSON (column %d: %s).", jerr.column,
-		                   jerr.text);
+		return reply_error("The request is not valid UTF-8 JSON (column %d: %s).",
+		                   jerr.column, jerr.text);
 	const char *cmd = json_string_value(json_object_get(req, "cmd"));
 	if (!json_is_object(req) || !cmd) {
 		out = reply_error("The request must be a JSON object with a string \"cmd\".");
@@ -111,6 +158,11 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 		}
 		json_object_set_new(resp, "ok", json_true());
 		out = reply_line(resp);
+		/* A handler's answer jansson cannot encode still gets a reply, so the client is
+		 * never left waiting for one; only running out of memory leaves it without. */
+		if (!out)
+			out = reply_error(
+			    "The answer to command '%.64s' could not be encoded as JSON.", cmd);
 		goto done;
 	}
 	out = reply_error("Unknown command '%.64s'; try 'hakctl --help'.", cmd);

@@ -38,8 +38,12 @@ int control_register_stream(struct control *ctl, const char *cmd, control_stream
 struct ev_loop *control_loop(const struct control *ctl);
 void control_destroy(struct control *ctl);
 
-/* Pure request handling, shared by the socket code and the fuzzer: one line in, one line out
- * (malloc'ed, newline-terminated). */
+/*
+ * Pure request handling, shared by the socket code and the fuzzer: one line in, one line out
+ * (malloc'ed, newline-terminated, valid UTF-8 JSON). Every input gets an answer, whatever its
+ * bytes (invalid UTF-8, NULs, not JSON at all: {"ok": false, "error": ...}); NULL means only that
+ * memory ran out.
+ */
 char *control_handle_line(struct control *ctl, const char *line, size_t len);
 
 #endif

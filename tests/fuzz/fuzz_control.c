@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ctl/control.h"
 
@@ -23,9 +24,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    control_register(ctl, "status", echo, NULL) < 0)
 			abort();
 	}
+	/* Every line must get one reply line that is itself valid JSON with an "ok" member (#26: a
+	 * request holding invalid UTF-8 got none and the client was dropped). */
 	char *out = control_handle_line(ctl, (const char *)data, size);
 	if (!out)
 		abort();
+	size_t n = strlen(out);
+	json_t *r = n && out[n - 1] == '\n' ? json_loadb(out, n - 1, 0, NULL) : NULL;
+	if (!json_is_boolean(json_object_get(r, "ok")) ||
+	    (json_is_false(json_object_get(r, "ok")) &&
+	     !json_is_string(json_object_get(r, "error"))))
+		abort();
+	json_decref(r);
 	free(out);
 	return 0;
 }

@@ -59,15 +59,62 @@ START_TEST(dispatch)
 	const char *bad[] = {"{\"cmd\":",          "[1]",
 	                     "{\"cmd\":5}",        "{\"cmd\":\"nope\"}",
 	                     "{\"cmd\":\"fail\"}", "{\"cmd\":\"status\",\"cmd\":\"x\"}"};
-	const char *want[] = {"not valid JSON",        "must be a JSON object",
+	const char *want[] = {"not valid UTF-8 JSON",  "must be a JSON object",
 	                      "must be a JSON object", "Unknown command 'nope'",
-	                      "does not exist",        "not valid JSON"};
+	                      "does not exist",        "not valid UTF-8 JSON"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		j = parse(control_handle_line(ctl, bad[i], strlen(bad[i])));
 		ck_assert(json_is_false(json_object_get(j, "ok")));
 		const char *e = json_string_value(json_object_get(j, "error"));
 		ck_assert_msg(e && strstr(e, want[i]), "case %zu: error '%s' lacks '%s'", i, e,
 		              want[i]);
+		json_decref(j);
+	}
+	control_destroy(ctl);
+}
+END_TEST
+
+/* Lines that are not UTF-8 (or hold a NUL) get an error reply like any bad request; before #26
+ * some got none and the daemon dropped the client. */
+START_TEST(bad_bytes)
+{
+	static const struct {
+		const char *line;
+		size_t len;
+		const char *want;
+	} cases[] = {
+#define C(lit, want) {lit, sizeof(lit) - 1, want}
+	    C("{\"cmd\":\"sta\xfftus\"}", "not valid UTF-8 JSON"),
+	    C("\xff", "not valid UTF-8 JSON"),
+	    C("{\"cmd\":\"\xc0\xaf\"}", "not valid UTF-8 JSON"), /* overlong '/' */
+	    C("{\"cmd\":\"\xe0\x80\xaf\"}", "not valid UTF-8 JSON"),
+	    C("{\"cmd\":\"\xed\xa0\x80\"}", "not valid UTF-8 JSON"), /* a surrogate */
+	    C("{\"cmd\":\"sta\0tus\"}", "not valid UTF-8 JSON"),
+	    C("{\"cmd\":\"status\"}\0", "not valid UTF-8 JSON"),
+	    C("\0", "not valid UTF-8 JSON"),
+	    C("{\"cmd\":\"\\u0000\"}", "not valid UTF-8 JSON"),
+	    /* Found by fuzz_control: jansson quotes the half character after the bad escape. */
+	    C("{\"cm\\\xde\x9c\":tatus\"}", "not valid UTF-8 JSON"),
+	    /* Valid, but the name cut at 64 bytes ends inside a two-byte character. */
+	    C("{\"cmd\":\"x\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+	      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"}",
+	      "Unknown command 'x"),
+#undef C
+	};
+	struct control *ctl;
+	ck_assert_int_eq(control_create(NULL, NULL, &ctl), 0);
+	ck_assert_int_eq(control_register(ctl, "status", h_status, (void *)(uintptr_t) "me"), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *line = control_handle_line(ctl, cases[i].line, cases[i].len);
+		ck_assert_msg(line, "case %zu: no reply", i);
+		/* parse() uses json_loads, which itself rejects a reply that is not UTF-8. */
+		json_t *j = parse(line);
+		ck_assert(json_is_false(json_object_get(j, "ok")));
+		const char *e = json_string_value(json_object_get(j, "error"));
+		ck_assert_msg(e && strstr(e, cases[i].want), "case %zu: error '%s' lacks '%s'", i,
+		              e, cases[i].want);
 		json_decref(j);
 	}
 	control_destroy(ctl);
@@ -84,9 +131,10 @@ static void *client_thread(void *p)
 	struct client_arg *a = p;
 	int fd = usock_connect(a->path);
 	if (fd >= 0) {
-		/* Two requests in one write: both must be answered, in order. */
-		const char *req =
-		    "{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":\"status\",\"arg\":2}\n";
+		/* Three requests in one write, the first not UTF-8: all must be answered, in order,
+		 * without the bad one costing the client its connection. */
+		const char *req = "{\"cmd\":\"\xff\"}\n{\"cmd\":\"status\",\"arg\":1}\n{\"cmd\":"
+		                  "\"status\",\"arg\":2}\n";
 		(void)!write(fd, req, strlen(req));
 		size_t len = 0;
 		while (len < sizeof(a->reply) - 1) {
@@ -95,8 +143,10 @@ static void *client_thread(void *p)
 				break;
 			len += (size_t)r;
 			a->reply[len] = '\0';
-			char *first = strchr(a->reply, '\n');
-			if (first && strchr(first + 1, '\n'))
+			int lines = 0;
+			for (const char *q = a->reply; (q = strchr(q, '\n')); q++)
+				lines++;
+			if (lines == 3)
 				break;
 		}
 		close(fd);
@@ -131,6 +181,9 @@ START_TEST(socket_round_trip)
 	}
 	pthread_join(th, NULL);
 	ck_assert_int_eq(calls, 2);
+	ck_assert_msg(
+	    strncmp(a.reply, "{\"ok\":false,\"error\":\"The request is not valid UTF-8", 51) == 0,
+	    "the first reply is '%.80s'", a.reply);
 	ck_assert_ptr_nonnull(strstr(a.reply, "\"echo\":1"));
 	ck_assert_ptr_nonnull(strstr(a.reply, "\"echo\":2"));
 	ck_assert(strstr(a.reply, "\"echo\":1") < strstr(a.reply, "\"echo\":2"));
@@ -145,6 +198,7 @@ int main(void)
 	Suite *s = suite_create("control");
 	TCase *t = tcase_create("core");
 	tcase_add_test(t, dispatch);
+	tcase_add_test(t, bad_bytes);
 	tcase_add_test(t, socket_round_trip);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
