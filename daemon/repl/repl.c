@@ -473,16 +473,37 @@ static int hello_check(struct repl *r, const struct wire_hello *h, char *why, si
 	return -1;
 }
 
+static void pending_close(struct repl *r, int i, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The pending accepted slot holding s, or -1. */
+static int pending_find(const struct repl *r, const struct tstream *s)
+{
+	for (int i = 0; i < REPL_PENDING_MAX; i++)
+		if (r->pending_accept[i] == s)
+			return i;
+	return -1;
+}
+
 static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr *h,
                         uint8_t *payload)
 {
 	struct wire_hello hello;
 	char why[256];
 	int rc = wire_hello_decode(payload, h->len, &hello, why, sizeof(why));
+	int pi = pending_find(r, s);
+	bool bad = rc < 0 || hello_check(r, &hello, why, sizeof(why)) < 0;
 	buf_put(payload, h->len);
-	if (rc < 0 || hello_check(r, &hello, why, sizeof(why)) < 0) {
+	if (bad && pi >= 0 && r->connected) {
+		/* Whoever that is, it is not the peer this node is connected to: only its own
+		 * stream goes. */
+		pending_close(r, pi, "Refused a replication connection from %s: %s",
+		              r->pending_from[pi], why);
+		return;
+	}
+	if (bad) {
 		if (s != r->data && s != r->meta_s) {
-			for (int i = 0; i < 4; i++)
+			for (int i = 0; i < REPL_PENDING_MAX; i++)
 				if (r->pending_accept[i] == s)
 					r->pending_accept[i] = NULL;
 			tstream_close(s);
@@ -495,7 +516,7 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 	int idx = hello.stream - 1;
 	if (s != r->data && s != r->meta_s) {
 		/* An accepted stream names itself; a new connection replaces a stale one. */
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < REPL_PENDING_MAX; i++)
 			if (r->pending_accept[i] == s)
 				r->pending_accept[i] = NULL;
 		if (r->connected || (idx == 0 ? r->data : r->meta_s)) {
@@ -540,6 +561,17 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 			tstream_pause(s, true);
 			return;
 		}
+	}
+	int pi = pending_find(r, s);
+	if (pi >= 0) {
+		/* A stream that has not named itself speaks for nobody: the connection that is
+		 * up (if any) is not its business. */
+		buf_put(payload, h->len);
+		pending_close(r, pi,
+		              "Closed a replication connection from %s: it sent a frame of type %u "
+		              "before its HELLO",
+		              r->pending_from[pi], (unsigned)h->type);
+		return;
 	}
 	if (!r->connected || (s != r->data && s != r->meta_s)) {
 		buf_put(payload, h->len);
@@ -646,33 +678,66 @@ static bool verdict_on_close(struct repl *r)
 	return true;
 }
 
+/*
+ * Close pending accepted stream i with one warning, fmt (a sentence without its full stop). Four
+ * lines a second at most (a peer opens two streams, each may be refused): a flood of bad
+ * connections must not flood the log, but none may pass unmentioned.
+ */
+static void pending_close(struct repl *r, int i, const char *fmt, ...)
+{
+	char msg[384];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	double now = ev_now(r->p.loop);
+	if (now - r->reject_logged_at >= 1.0) {
+		r->reject_logged_at = now;
+		r->reject_logged = 0;
+	}
+	if (r->reject_logged < 4) {
+		repl_log(r, LOG_LVL_WARN, "%s%s.", msg,
+		         r->reject_suppressed ? " (and earlier ones not logged)" : "");
+		r->reject_logged++;
+		r->reject_suppressed = 0;
+	} else {
+		r->reject_suppressed++;
+	}
+	tstream_close(r->pending_accept[i]);
+	r->pending_accept[i] = NULL;
+}
+
+/* The connector gives up on a handshake after this long (conn_timer_cb); an accepted stream gets
+ * as long to send its HELLO. A few connect intervals, and no less than 2 s. */
+static double handshake_limit(const struct repl *r)
+{
+	double limit = 3 * r->p.vcfg->connect_interval;
+	return limit < 2.0 ? 2.0 : limit;
+}
+
+/* Close the accepted streams that did not name themselves in time: otherwise a connection that
+ * never speaks holds its slot for ever. Runs while connected too, and touches only the slots. */
+static void pending_expire(struct repl *r)
+{
+	double now = ev_now(r->p.loop), limit = handshake_limit(r);
+	for (int i = 0; i < REPL_PENDING_MAX; i++)
+		if (r->pending_accept[i] && now - r->pending_since[i] > limit)
+			pending_close(r, i,
+			              "Closed a replication connection from %s that sent no HELLO "
+			              "within %.1f s",
+			              r->pending_from[i], limit);
+}
+
 static void stream_error(void *ctx, struct tstream *s, const char *why)
 {
 	struct repl *r = ctx;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < REPL_PENDING_MAX; i++) {
 		if (r->pending_accept[i] == s) {
-			r->pending_accept[i] = NULL;
-			tstream_close(s);
-			/* Four a second at most (a peer opens two streams, each may be refused): a
-			 * flood of bad connections must not flood the log, but none may pass
-			 * unmentioned. */
-			double now = ev_now(r->p.loop);
-			if (now - r->reject_logged_at >= 1.0) {
-				r->reject_logged_at = now;
-				r->reject_logged = 0;
-			}
-			if (r->reject_logged < 4) {
-				repl_log(r, LOG_LVL_WARN,
-				         "Dropped an incoming replication connection "
-				         "before its handshake: %s%s.",
-				         why,
-				         r->reject_suppressed ? " (and earlier ones not logged)"
-				                              : "");
-				r->reject_logged++;
-				r->reject_suppressed = 0;
-			} else {
-				r->reject_suppressed++;
-			}
+			pending_close(
+			    r, i,
+			    "Dropped an incoming replication connection from %s before its "
+			    "handshake: %s",
+			    r->pending_from[i], why);
 			return;
 		}
 	}
@@ -800,13 +865,12 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct repl *r = w->data;
 	(void)loop;
 	(void)revents;
+	pending_expire(r);
 	if (!r->want_connect || r->connected)
 		return;
 	if (r->data || r->meta_s || r->connecting[0] || r->connecting[1]) {
 		/* A handshake that does not finish within a few intervals is abandoned. */
-		double limit =
-		    3 * r->p.vcfg->connect_interval < 2.0 ? 2.0 : 3 * r->p.vcfg->connect_interval;
-		if (ev_now(loop) - r->handshake_start > limit)
+		if (ev_now(loop) - r->handshake_start > handshake_limit(r))
 			repl_drop_connection(r, "the handshake did not finish");
 		return;
 	}
@@ -822,15 +886,28 @@ static void accepted(void *ctx, struct tlistener *l, struct tstream *s)
 		tstream_close(s);
 		return;
 	}
-	int slot = 0;
-	for (int i = 0; i < 4; i++)
-		if (!r->pending_accept[i]) {
+	char from[sizeof(r->pending_from[0])];
+	tstream_peer_name(s, from, sizeof(from));
+	int slot = -1;
+	for (int i = 0; i < REPL_PENDING_MAX && slot < 0; i++)
+		if (!r->pending_accept[i])
 			slot = i;
-			break;
-		}
-	if (r->pending_accept[slot])
-		tstream_close(r->pending_accept[slot]);
+	if (slot < 0) {
+		/* Every slot is taken: the oldest has had the longest to speak, and the newest may
+		 * be the peer coming back. The established connection is not among these. */
+		slot = 0;
+		for (int i = 1; i < REPL_PENDING_MAX; i++)
+			if (r->pending_since[i] < r->pending_since[slot])
+				slot = i;
+		pending_close(r, slot,
+		              "Closed the replication connection from %s, the oldest of %d still "
+		              "without a HELLO after %.1f s, to make room for one from %s",
+		              r->pending_from[slot], REPL_PENDING_MAX,
+		              ev_now(r->p.loop) - r->pending_since[slot], from);
+	}
 	r->pending_accept[slot] = s;
+	r->pending_since[slot] = ev_now(r->p.loop);
+	snprintf(r->pending_from[slot], sizeof(r->pending_from[slot]), "%s", from);
 }
 
 static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -1002,7 +1079,7 @@ int repl_disconnect(struct repl *r, char *err, size_t errlen)
 	(void)errlen;
 	r->want_connect = false;
 	repl_drop_connection(r, "the operator disconnected");
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < REPL_PENDING_MAX; i++) {
 		tstream_close(r->pending_accept[i]);
 		r->pending_accept[i] = NULL;
 	}
@@ -1324,7 +1401,7 @@ void repl_shutdown(struct repl *r)
 	r->stopping = true;
 	repl_drop_connection(r, NULL);
 	fence_shutdown(r, false);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < REPL_PENDING_MAX; i++) {
 		tstream_close(r->pending_accept[i]);
 		r->pending_accept[i] = NULL;
 	}

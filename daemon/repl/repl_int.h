@@ -54,6 +54,9 @@
 #define ASYNC_DATA_BYTES (256u * 1024u)
 #define ASYNC_ACK_DELAY  0.002
 #define ASYNC_ACK_BYTES  4096u
+/* Accepted connections waiting for their HELLO: a peer opens two streams, and may have a stale
+ * pair in flight while it reconnects. */
+#define REPL_PENDING_MAX 4
 
 /* A request sent to the peer and not yet acknowledged. */
 struct pend {
@@ -212,8 +215,13 @@ struct repl {
 	ev_timer ping_timer;
 	ev_timer flush_timer;
 	struct tstream *data, *meta_s;
-	struct tstream *pending_accept[4];
-	struct tconnect *connecting[2]; /* data and meta streams on their way */
+	/* Accepted streams that have not yet named themselves with a HELLO. Each has the handshake
+	 * limit (the connector's, conn_timer_cb) from its accept to do so, and an accept that finds
+	 * every slot taken closes the oldest: a silent connection cannot hold a slot for long. */
+	struct tstream *pending_accept[REPL_PENDING_MAX];
+	double pending_since[REPL_PENDING_MAX];  /* ev_now() at the accept */
+	char pending_from[REPL_PENDING_MAX][64]; /* the remote address, for the log */
+	struct tconnect *connecting[2];          /* data and meta streams on their way */
 	bool hello_sent[2], hello_rcvd[2];
 	struct wire_hello peer_hello;
 	/* The acceptor may start talking before the connector has read the second HELLO: such a

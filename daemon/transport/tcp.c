@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <ev.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -376,6 +377,21 @@ static double tcp_idle(const struct tstream *ts)
 	return ev_now(s->loop) - s->last_rx;
 }
 
+static int tcp_peer_name(const struct tstream *ts, char *buf, size_t len)
+{
+	const struct tcp_stream *s = tcp_of_const(ts);
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+
+	if (getpeername(s->fd, (struct sockaddr *)&sa, &salen) < 0 ||
+	    getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
+	                NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		return -1;
+	snprintf(buf, len, sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+	return 0;
+}
+
 /* ---- listen and connect ------------------------------------------------------------------ */
 
 /* Socket options for a replication stream: no Nagle, keepalive, short user timeout. */
@@ -510,4 +526,5 @@ const struct transport_ops transport_tcp = {
     .idle = tcp_idle,
     .try_flush = tcp_try_flush,
     .close = tcp_close,
+    .peer_name = tcp_peer_name,
 };

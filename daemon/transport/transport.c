@@ -2,6 +2,7 @@
 #include "transport.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,14 @@ void tstream_try_flush(struct tstream *s)
 {
 	if (s)
 		s->t->try_flush(s);
+}
+
+int tstream_peer_name(const struct tstream *s, char *buf, size_t len)
+{
+	if (s->t->peer_name && s->t->peer_name(s, buf, len) == 0)
+		return 0;
+	snprintf(buf, len, "an unknown address");
+	return -1;
 }
 
 void tstream_close(struct tstream *s)

@@ -68,8 +68,8 @@ struct tconnect_params {
 	void (*done)(void *ctx, struct tconnect *c, struct tstream *s, int err);
 };
 
-/* One implementation. Every member is required; the semantics are those of the public calls
- * below, which check nothing but NULL handles. */
+/* One implementation. Every member is required but peer_name; the semantics are those of the
+ * public calls below, which check nothing but NULL handles. */
 struct transport_ops {
 	const char *name; /* as the configuration names it: "tcp" */
 	int (*listen)(const struct tlisten_params *p, struct tlistener **out);
@@ -89,6 +89,8 @@ struct transport_ops {
 	double (*idle)(const struct tstream *s);
 	void (*try_flush)(struct tstream *s);
 	void (*close)(struct tstream *s);
+	/* Optional (NULL: the transport cannot tell, as for an in-memory one). */
+	int (*peer_name)(const struct tstream *s, char *buf, size_t len);
 };
 
 /* The transport built under this name ("tcp"), or NULL with errno=ENOENT. */
@@ -133,6 +135,9 @@ double tstream_idle(const struct tstream *s);
 /* Try once, without blocking, to write what is queued (a last word before closing). NULL is
  * ignored. */
 void tstream_try_flush(struct tstream *s);
+/* The remote end of s as "HOST:PORT" or "[V6]:PORT", for log lines. -1 when the transport cannot
+ * tell (buf then says "an unknown address"). */
+int tstream_peer_name(const struct tstream *s, char *buf, size_t len);
 /* Drop queued output (callbacks see ECANCELED), close the connection, free. Safe inside the
  * stream's callbacks. NULL is ignored. */
 void tstream_close(struct tstream *s);

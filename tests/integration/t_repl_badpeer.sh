@@ -13,6 +13,13 @@
 # A control case first proves the impersonation is accepted (beta connects and keeps the link).
 # For every scenario: beta drops the connection within 5 s, logs a line saying why, is still
 # running, its backing file is unchanged, and the real alpha then connects and the pair is in sync.
+# Then, with the real pair connected: six TCP connections to beta's replication port that never
+# speak while a storm runs on alpha. Beta keeps four of them waiting for a HELLO and closes the
+# oldest for each newer one (two lines), and the four left after the handshake limit (2 s here;
+# four lines), naming each remote address; every holder sees EOF, no extra ESTAB is left, and
+# the pair stays Connected with no lost connection and no resync. Then impostors that speak (a
+# HELLO with another UUID, one with protocol version 99, a DATA frame before any HELLO) are each
+# closed alone, and the pair's link stays up.
 # At the end a short storm on alpha replicates to beta and both copies are identical.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -152,6 +159,103 @@ for w in "outside the volume" "not aligned" "8192-byte range" "unknown frame typ
 		problems+=("hostile-offsets: no '$w' in beta's log")
 done
 alpha_back
+
+# ---- silent connections while the pair is connected ---------------------------------------
+require_cmd ss
+# estab_7789: the established TCP connections on beta's replication port (the pair's two).
+estab_7789() {
+	ip netns exec "$NS_beta" ss -Htn state established '( sport = :7789 )' | wc -l
+}
+wait_synced 30
+est0=$(estab_7789)
+rs_a0=$(repl alpha resyncs_completed)
+rs_b0=$(repl beta resyncs_completed)
+mark_a=$(wc -l <"$WORK/alpha.log")
+mark=$(wc -l <"$WORK/beta.log")
+hk alpha primary db >/dev/null || fail "promoting alpha for the silent connections failed"
+"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$L" --seconds 5 --blocks 4096 \
+	>"$WORK/silent-storm.out" 2>&1 &
+storm=$!
+track_pid "$storm"
+holders=()
+for i in 1 2 3 4 5 6; do
+	# Connect, say nothing, and report how the connection ended (bounded at 15 s).
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	ip netns exec "$NS_alpha" bash -c 'exec 3<>/dev/tcp/192.0.2.2/7789 || exit 3
+		t0=$(date +%s%N); rc=0; timeout 15 cat <&3 >/dev/null || rc=$?
+		echo "rc=$rc after $((($(date +%s%N) - t0) / 1000000)) ms"' >"$WORK/silent.$i.out" 2>&1 &
+	holders+=($!)
+	track_pid "$!"
+done
+# The pair must stay Connected the whole time: sample both sides until the holders are done.
+t0=$(date +%s.%N)
+down=""
+for ((i = 0; i < 100; i++)); do
+	for n in alpha beta; do
+		l=$(repl "$n" link)
+		[[ $l == Connected ]] || down+=" $n:$l@$(elapsed_since "$t0")s"
+	done
+	busy=0
+	for p in "${holders[@]}"; do
+		pid_alive "$p" && busy=1
+	done
+	((busy)) || break
+	sleep 0.1
+done
+secs=$(elapsed_since "$t0")
+((busy == 0)) || fail "silent: connections still open after ${secs}s: $(estab_7789) ESTAB on beta"
+for i in 1 2 3 4 5 6; do
+	out=$(cat "$WORK/silent.$i.out")
+	log "silent connection $i: $out"
+	[[ $out == rc=0\ * ]] || problems+=("silent connection $i did not see EOF: $out")
+done
+rc=0
+wait "$storm" || rc=$?
+sed 's/^/    /' "$WORK/silent-storm.out"
+((rc == 0)) || fail "the storm during the silent connections exited with $rc"
+grep -q ' 0 failed.*stopped: time limit' "$WORK/silent-storm.out" ||
+	problems+=("silent: the storm had failures: $(cat "$WORK/silent-storm.out")")
+[[ -z $down ]] || problems+=("silent: the pair left Connected:$down")
+new_b=$(tail -n +$((mark + 1)) "$WORK/beta.log")
+new_a=$(tail -n +$((mark_a + 1)) "$WORK/alpha.log")
+n_to=$(grep -cE 'Closed a replication connection from 192\.0\.2\.1:[0-9]+ that sent no HELLO within 2\.0 s' <<<"$new_b" || true)
+n_old=$(grep -cE 'Closed the replication connection from 192\.0\.2\.1:[0-9]+, the oldest of 4 .*to make room for one from 192\.0\.2\.1:[0-9]+' <<<"$new_b" || true)
+grep -E 'Closed (a|the) replication connection' <<<"$new_b" | sed 's/^/    beta: /'
+((n_to == 4)) || problems+=("silent: $n_to 'sent no HELLO' lines in beta's log, want 4")
+((n_old == 2)) || problems+=("silent: $n_old 'the oldest of 4' lines in beta's log, want 2")
+if grep -q 'Lost the connection' <<<"$new_a$new_b"; then
+	problems+=("silent: a log says: $(grep -h 'Lost the connection' <<<"$new_a$new_b" | head -n 2)")
+fi
+assert_eq "$(estab_7789)" "$est0" "silent: ESTAB connections on beta's port 7789 afterwards"
+assert_eq "$(repl alpha link)/$(repl beta link)" "Connected/Connected" "silent: the links afterwards"
+assert_eq "$(repl alpha resyncs_completed)/$(repl beta resyncs_completed)" "$rs_a0/$rs_b0" \
+	"silent: resyncs_completed (alpha/beta)"
+hk alpha secondary db >/dev/null || fail "demoting alpha after the silent connections failed"
+wait_repl beta peer_role secondary 10
+wait_synced 30
+log "silent: 6 connections closed within ${secs}s ($n_old evicted, $n_to timed out); pair stayed Connected"
+
+# ---- impostors that speak while the pair is connected -------------------------------------
+# A bad HELLO or a frame before any HELLO on a new connection costs that connection only: the
+# real peer's link stays up (it used to be dropped with it).
+for c in "wrong-uuid|uuid" "wrong-version|version 99" "frame-first|before its HELLO"; do
+	name=${c%%|*}
+	want=${c#*|}
+	mark_a=$(wc -l <"$WORK/alpha.log")
+	mark=$(wc -l <"$WORK/beta.log")
+	rc=0
+	timeout 30 "${EVIL[@]}" --scenario "$name" --timeout 5 >"$WORK/evil.out" 2>&1 || rc=$?
+	sed 's/^/    /' "$WORK/evil.out"
+	((rc == 0)) || problems+=("connected $name: hak-evilpeer exit status $rc (0 = dropped within 5 s)")
+	wait_for "tail -n +$((mark + 1)) '$WORK/beta.log' | grep -iqE '$want'" 3 ||
+		problems+=("connected $name: beta's log has no line matching /$want/")
+	new=$(tail -n +$((mark + 1)) "$WORK/beta.log")$(tail -n +$((mark_a + 1)) "$WORK/alpha.log")
+	if grep -qE 'Lost the connection|Refusing the connection' <<<"$new"; then
+		problems+=("connected $name: the pair's link went: $(grep -hE 'Lost the connection|Refusing the connection' <<<"$new" | head -n 2)")
+	fi
+	assert_eq "$(repl alpha link)/$(repl beta link)" "Connected/Connected" "connected $name: the links"
+	log "connected $name: beta says: $(grep -iE "$want" <<<"$new" | head -n 1 | cut -c1-250)"
+done
 
 # ---- bad input cost nothing else: replication still works -----------------------------------
 hk alpha primary db >/dev/null || fail "promoting alpha after the scenarios failed"

@@ -296,6 +296,9 @@ static uint8_t *scenario_bytes(const struct opts *o, const char *sc, size_t *n, 
 		f = data_frame(DATA_LEN + 1, DATA_LEN, DATA_LEN, n);
 	} else if (strcmp(sc, "len-mismatch") == 0) {
 		f = data_frame(0, 2 * DATA_LEN, DATA_LEN, n);
+	} else if (strcmp(sc, "frame-first") == 0) {
+		/* a well-formed DATA frame where the HELLO belongs */
+		f = data_frame(0, DATA_LEN, DATA_LEN, n);
 	} else if (strcmp(sc, "unknown-type") == 0) {
 		f = data_frame(0, DATA_LEN, 0, n);
 		if (f)
@@ -456,7 +459,8 @@ static bool is_post_only(const char *sc)
 
 static bool is_known(const char *sc)
 {
-	static const char *const any[] = {"garbage", "bad-magic", "truncated", "huge-frame"};
+	static const char *const any[] = {"garbage", "bad-magic", "truncated", "huge-frame",
+	                                  "frame-first"};
 	for (size_t i = 0; i < sizeof(any) / sizeof(any[0]); i++)
 		if (strcmp(sc, any[i]) == 0)
 			return true;
