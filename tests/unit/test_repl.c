@@ -2,12 +2,14 @@
 /*
  * Unit tests for the connection and handshake (repl/repl.c), driven without sockets through the
  * memory transport (support/replfix.h): the accepting side, the handshake's time limit; the
- * record of a forced promotion in the metadata (META_F_FORCED).
+ * record of a forced promotion in the metadata (META_F_FORCED); both copies Outdated at one
+ * generation.
  */
 #include <check.h>
 #include <jansson.h>
 
 #include "io/io.h"
+#include "meta/bitmap.h"
 #include "meta/meta.h"
 #include "support/replfix.h"
 
@@ -167,6 +169,62 @@ START_TEST(forced_promotion_survives_the_reconnect)
 }
 END_TEST
 
+/* ---- both copies Outdated at one generation (handshake_equal_outdated) ------------------- */
+
+/*
+ * This node Outdated with local_bits blocks out of sync, the peer Outdated with peer_bits, the
+ * same generation: the side without bits holds every acknowledged write and becomes UpToDate
+ * and the source; with bits on both sides nothing is decided (the operator's call).
+ */
+static struct replfix *both_outdated(uint64_t local_bits, uint64_t peer_bits,
+                                     enum repl_disk want_disk, enum repl_link want_link)
+{
+	struct replfix *f = rf_open(NULL);
+	struct wire_hello h;
+	f->r->disk = DISK_OUTDATED;
+	if (local_bits)
+		bitmap_set_bits(f->r->bm, 0, local_bits);
+	rf_hello(f, &h);
+	h.disk = WIRE_DISK_OUTDATED;
+	h.bits_set = peer_bits;
+	rf_connect(f, &h);
+	ck_assert(f->r->connected);
+	ck_assert_msg(repl_disk_state(f->r) == want_disk, "disk %s, expected %s",
+	              repl_disk_name(repl_disk_state(f->r)), repl_disk_name(want_disk));
+	ck_assert_msg(repl_link_state(f->r) == want_link, "link %s, expected %s",
+	              repl_link_name(repl_link_state(f->r)), repl_link_name(want_link));
+	ck_assert_uint_eq(f->r->sb.gen_current, f->gen); /* nobody made a new generation */
+	return f;
+}
+
+START_TEST(both_outdated_the_clean_side_is_the_source)
+{
+	struct replfix *f = both_outdated(0, 5, DISK_UPTODATE, LINK_SYNC_SOURCE);
+	ck_assert(rf_log_has(f, "Both copies are Outdated at the same generation"));
+	ck_assert(meta_sb(f->r->meta)->flags & META_F_UPTODATE);
+}
+END_TEST
+
+START_TEST(both_outdated_the_side_with_bits_is_the_target)
+{
+	struct replfix *f = both_outdated(3, 0, DISK_INCONSISTENT, LINK_SYNC_TARGET);
+	ck_assert(rf_log_has(f, "resyncing them from the other Outdated side"));
+}
+END_TEST
+
+START_TEST(both_outdated_without_bits_both_uptodate)
+{
+	both_outdated(0, 0, DISK_UPTODATE, LINK_CONNECTED);
+}
+END_TEST
+
+START_TEST(both_outdated_with_bits_on_both_stay_outdated)
+{
+	struct replfix *f = both_outdated(2, 7, DISK_OUTDATED, LINK_CONNECTED);
+	ck_assert(!rf_log_has(f, "Both copies are Outdated"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("repl");
@@ -183,6 +241,14 @@ int main(void)
 	tcase_add_test(fp, normal_promotion_is_not_forced);
 	tcase_add_test(fp, forced_promotion_survives_the_reconnect);
 	suite_add_tcase(s, fp);
+	TCase *bo = tcase_create("both outdated");
+	tcase_add_checked_fixture(bo, NULL, teardown);
+	tcase_set_timeout(bo, 30);
+	tcase_add_test(bo, both_outdated_the_clean_side_is_the_source);
+	tcase_add_test(bo, both_outdated_the_side_with_bits_is_the_target);
+	tcase_add_test(bo, both_outdated_without_bits_both_uptodate);
+	tcase_add_test(bo, both_outdated_with_bits_on_both_stay_outdated);
+	suite_add_tcase(s, bo);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
