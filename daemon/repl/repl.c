@@ -562,7 +562,8 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 			return;
 		}
 	}
-	int pi = pending_find(r, s);
+	/* The established streams skip the search: this runs for every frame of the data path. */
+	int pi = s == r->data || s == r->meta_s ? -1 : pending_find(r, s);
 	if (pi >= 0) {
 		/* A stream that has not named itself speaks for nobody: the connection that is
 		 * up (if any) is not its business. */
