@@ -16,6 +16,8 @@
 #   witness_cut NAME / witness_heal NAME   drop / restore NAME's link to the witness
 #   cut_pair / heal_pair  take both paths between the nodes down / up
 #   primary_of           the nodes that are primary now ("alpha ", "beta ", "alpha beta ", "")
+#   converged CASE       after a heal: both in sync by themselves, one primary, no split brain;
+#                        HEALED is that primary
 #   sampler_start / sampler_assert [MIN]   record every 100 ms whether each node is primary and
 #                        not frozen, and what it acknowledged; assert that the two never
 #                        acknowledged writes in the same round nor both served for two rounds
@@ -149,6 +151,16 @@ primary_of() {
 	for r in alpha beta; do
 		if [[ $(role "$r") == primary ]]; then echo -n "$r "; fi
 	done
+}
+
+converged() {
+	wait_synced 60
+	wait_for "[[ -n \$(primary_of) ]]" 30 ||
+		fail "$1: no primary after the heal: alpha $(cl alpha reason); beta $(cl beta reason)"
+	grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "$1: split brain after the heal"
+	HEALED=$(primary_of)
+	HEALED=${HEALED% }
+	log "$1: healed: primary $HEALED"
 }
 
 # The sampler talks to both control sockets directly (hakctl under ASan is too slow for 100 ms):

@@ -7,6 +7,7 @@
 #                                 (pid in STORM): 8 MiB of its own at ID x 16 MiB (a ledger's
 #                                 generations are its own, two must not share blocks), QD 8, a
 #                                 flush every 16 writes, 40 s unless said
+#   ledger_stop FILE              stop the storm writing FILE (SIGTERM), log its summary
 #   ledger_clean FILE PATH        every acknowledged write of FILE is in PATH (0 missing, 0
 #                                 corrupt), logged
 #   fence NODE FIELD              a field of NODE's replication.fencing status
@@ -25,6 +26,12 @@ ledger_storm() {
 		--seed "$3" >"$2.out" 2>"$2.err" &
 	STORM=$!
 	track_pid "$STORM"
+}
+
+ledger_stop() {
+	kill -TERM "$STORM" 2>/dev/null || true
+	wait "$STORM" || true
+	log "storm $(basename "$1"): $(cat "$1.out")"
 }
 
 ledger_clean() {

@@ -37,19 +37,6 @@ storm_goes_on() {
 	wait_for "(( \$(ledger_records $1) > $n + 100 ))" 10 || fail "$2: writes stopped: $(tail -n 2 "$1.err")"
 }
 
-# healed CASE: the links back, the pair in sync by itself with one primary and no split brain;
-# HEALED is that primary
-healed() {
-	heal_pair
-	wait_synced 60
-	wait_for "[[ -n \$(primary_of) ]]" 30 ||
-		fail "$1: no primary after the heal: alpha $(cl alpha reason); beta $(cl beta reason)"
-	grep -q "split brain detected" "$WORK/alpha.log" "$WORK/beta.log" && fail "$1: split brain after the heal"
-	HEALED=$(primary_of)
-	HEALED=${HEALED% }
-	log "$1: healed: primary $HEALED"
-}
-
 PAIR_BLANK=1 cluster_setup sync 64M
 pair_report_logs
 wait_for "[[ \$(role alpha) == primary ]]" 10 || fail "alpha did not become primary"
@@ -70,9 +57,9 @@ storm_goes_on "$L0" "0: alpha after the fence"
 sleep 2 # beta would have promoted by now
 assert_eq "$(primary_of)" "alpha " "the primary with the pair cut and the witness reachable by both"
 log "0: beta: $(cl beta rule): $(cl beta reason); disk $(repl beta disk)"
-healed 0
-kill -TERM "$STORM" 2>/dev/null || true
-wait "$STORM" || true
+heal_pair
+converged 0
+ledger_stop "$L0"
 ledger_clean "$L0" "$(backing beta)"
 
 # ---- 1. the witness lost, by alpha and then by both ----
@@ -109,10 +96,9 @@ sleep 2 # beta would have promoted by now
 assert_eq "$(primary_of)" "alpha " "the primary with beta cut from the pair and the witness"
 log "2: beta: $(cl beta rule): $(cl beta reason)"
 witness_heal beta
-healed 2
-kill -TERM "$STORM" 2>/dev/null || true
-wait "$STORM" || true
-log "2: storm: $(cat "$L1.out")"
+heal_pair
+converged 2
+ledger_stop "$L1"
 ledger_clean "$L1" "$(backing beta)"
 
 # ---- 3. witness -> alpha dropped, then the pair cut ----
@@ -128,11 +114,10 @@ sleep 6 # detection, vote, fence, stepping down, whatever follows
 log "3: $(elapsed_since "$t0") s after the cut: primary: $(primary_of); alpha $(cl alpha rule)" \
 	"$(repl alpha disk) frozen $(fence alpha frozen), beta $(cl beta rule) $(repl beta disk)"
 assert_eq "$(primary_of)" "beta " "the primary after alpha lost the witness's replies and beta"
-kill -TERM "$STORM" 2>/dev/null || true
-wait "$STORM" || true
-log "3: storm: $(cat "$L3.out")"
+ledger_stop "$L3"
 ip -n "$NS_witness" route del blackhole 192.0.2.202/32
-healed 3
+heal_pair
+converged 3
 ledger_clean "$L3" "$(backing "$HEALED")"
 
 # ---- 4. witness -> the secondary dropped, then the pair cut ----
@@ -154,11 +139,10 @@ log "4: $(elapsed_since "$t0") s after the cut ($p primary, $s secondary deaf to
 	"primary: $(primary_of); $p $(cl "$p" rule) $(repl "$p" disk) frozen $(fence "$p" frozen)," \
 	"$s $(cl "$s" rule) $(repl "$s" disk)"
 assert_eq "$(primary_of)" "$p " "the primary after $s lost the witness's replies and $p"
-kill -TERM "$STORM" 2>/dev/null || true
-wait "$STORM" || true
-log "4: storm: $(cat "$L4.out")"
+ledger_stop "$L4"
 ip -n "$NS_witness" route del blackhole "192.0.2.$sip/32"
-healed 4
+heal_pair
+converged 4
 sampler_assert 50
 ledger_clean "$L4" "$(backing "$HEALED")"
 node_stop alpha
