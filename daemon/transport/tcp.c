@@ -28,8 +28,6 @@ struct tcp_stream {
 	ev_timer lazy_w;
 	double lazy_delay;
 	size_t lazy_bytes;
-	const struct tstream_ops *ops;
-	void *ctx;
 	struct outq q;
 	uint8_t *in;
 	size_t in_len, in_pos;
@@ -98,7 +96,7 @@ static void stream_fail(struct tcp_stream *s, const char *why)
 	s->dead = true;
 	stream_stop(s);
 	s->in_cb++;
-	s->ops->error(s->ctx, &s->base, why);
+	s->base.ops->error(s->base.ctx, &s->base, why);
 	s->in_cb--;
 	/* Callers outside a read callback (the flush path) return right after this. */
 	if (s->close_pending && !s->in_cb)
@@ -204,7 +202,7 @@ static bool stream_parse(struct tcp_stream *s)
 		s->have_hdr = false;
 		s->payload = NULL;
 		s->in_cb++;
-		s->ops->frame(s->ctx, &s->base, &h, p);
+		s->base.ops->frame(s->base.ctx, &s->base, &h, p);
 		s->in_cb--;
 	}
 	if (s->in_pos == s->in_len)
@@ -281,8 +279,8 @@ int tcp_stream_create(struct ev_loop *loop, int fd, const struct tstream_ops *op
 	s->base.t = &transport_tcp;
 	s->loop = loop;
 	s->fd = fd;
-	s->ops = ops;
-	s->ctx = ctx;
+	s->base.ops = ops;
+	s->base.ctx = ctx;
 	s->last_rx = ev_now(loop);
 	ev_io_init(&s->rio, read_cb, fd, EV_READ);
 	ev_io_init(&s->wio, write_cb, fd, EV_WRITE);

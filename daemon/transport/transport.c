@@ -101,6 +101,12 @@ int tstream_peer_name(const struct tstream *s, char *buf, size_t len)
 	return -1;
 }
 
+void tstream_set_owner(struct tstream *s, const struct tstream_ops *ops, void *ctx)
+{
+	s->ops = ops;
+	s->ctx = ctx;
+}
+
 void tstream_close(struct tstream *s)
 {
 	if (s)

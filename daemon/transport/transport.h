@@ -26,8 +26,12 @@
 struct ev_loop;
 struct transport_ops;
 
+/* The owner (ops, ctx) lives in the base so a layer above the transport (peerauth) can run a
+ * stream's first frames itself and then hand it over. */
 struct tstream {
 	const struct transport_ops *t;
+	const struct tstream_ops *ops;
+	void *ctx;
 };
 struct tlistener {
 	const struct transport_ops *t;
@@ -138,6 +142,8 @@ void tstream_try_flush(struct tstream *s);
 /* The remote end of s as "HOST:PORT" or "[V6]:PORT", for log lines. -1 when the transport cannot
  * tell (buf then says "an unknown address"). */
 int tstream_peer_name(const struct tstream *s, char *buf, size_t len);
+/* Give the stream's callbacks to another owner; frames after this call go to ops/ctx. */
+void tstream_set_owner(struct tstream *s, const struct tstream_ops *ops, void *ctx);
 /* Drop queued output (callbacks see ECANCELED), close the connection, free. Safe inside the
  * stream's callbacks. NULL is ignored. */
 void tstream_close(struct tstream *s);

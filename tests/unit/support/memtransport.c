@@ -25,8 +25,6 @@ struct mem_in {
 struct mem_stream {
 	struct tstream base; /* first: a struct tstream * is a struct mem_stream * */
 	struct memwire *w;   /* NULL once memwire_free detached it */
-	const struct tstream_ops *ops;
-	void *ctx;
 	struct mem_out *out_head, *out_tail;
 	size_t out_bytes;
 	struct mem_in *in_head, *in_tail;
@@ -199,7 +197,7 @@ static void stream_fail(struct mem_stream *s, const char *why)
 	if (s->w)
 		s->w->failed = true;
 	s->in_cb++;
-	s->ops->error(s->ctx, &s->base, why);
+	s->base.ops->error(s->base.ctx, &s->base, why);
 	cb_done(s);
 }
 
@@ -281,7 +279,7 @@ static size_t mem_queued(const struct tstream *ts)
 static bool deliver(struct mem_stream *s, const struct wire_hdr *h, uint8_t *payload)
 {
 	s->in_cb++;
-	s->ops->frame(s->ctx, &s->base, h, payload);
+	s->base.ops->frame(s->base.ctx, &s->base, h, payload);
 	return cb_done(s);
 }
 
@@ -332,8 +330,8 @@ int memstream_create(struct memwire *w, const struct tstream_ops *ops, void *ctx
 	}
 	s->base.t = &memtransport;
 	s->w = w;
-	s->ops = ops;
-	s->ctx = ctx;
+	s->base.ops = ops;
+	s->base.ctx = ctx;
 	w->s = &s->base;
 	w->closed = w->failed = w->paused = false;
 	*out = &s->base;
