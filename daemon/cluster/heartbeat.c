@@ -45,11 +45,11 @@ const char *hb_verdict_name(enum hb_verdict v)
 static const struct hb_frame hb_frame = {HB_MAGIC, HB_VERSION, HB_PKT_SIZE, HB_MAC_OFFSET};
 
 /* HMAC-SHA256 of buf[0..len) under key. 0, or -1 with errno EIO. */
-static int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint8_t out[32])
+static int hb_mac(const struct key_bytes *key, const uint8_t *buf, size_t len, uint8_t out[32])
 {
 	unsigned mdlen = 0;
 
-	if (key->len == 0 || key->len > HB_KEY_MAX ||
+	if (key->len == 0 || key->len > KEYFILE_MAX ||
 	    !HMAC(EVP_sha256(), key->bytes, (int)key->len, buf, len, out, &mdlen) || mdlen != 32) {
 		errno = EIO;
 		return -1;
@@ -57,7 +57,7 @@ static int hb_mac(const struct hb_key *key, const uint8_t *buf, size_t len, uint
 	return 0;
 }
 
-int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *buf)
+int hb_frame_seal(const struct hb_frame *f, const struct key_bytes *key, uint8_t *buf)
 {
 	be_put32(buf, f->magic);
 	buf[4] = f->version;
@@ -65,7 +65,7 @@ int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *b
 }
 
 enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, size_t len,
-                               const struct hb_key *key)
+                               const struct key_bytes *key)
 {
 	uint8_t want[32];
 
@@ -82,7 +82,7 @@ enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, siz
 	return HB_OK;
 }
 
-int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE])
+int hb_encode(const struct hb_msg *m, const struct key_bytes *key, uint8_t buf[HB_PKT_SIZE])
 {
 	buf[5] = m->path;
 	buf[6] = m->role;
@@ -97,7 +97,7 @@ int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_P
 	return hb_frame_seal(&hb_frame, key, buf);
 }
 
-enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct key_bytes *key,
                           struct hb_msg *m)
 {
 	enum hb_verdict v = hb_frame_check(&hb_frame, buf, len, key);
@@ -137,63 +137,6 @@ enum hb_verdict hb_replay_check(struct hb_replay *w, uint64_t incarnation, uint6
 }
 
 /* ---- key ---- */
-
-int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen)
-{
-	if (len > 0 && text[len - 1] == '\n')
-		len--;
-	if (len < HB_KEY_MIN || len > HB_KEY_MAX) {
-		snprintf(err, errlen,
-		         "The heartbeat key has %zu bytes; it needs %u to %u (for example the "
-		         "output of 'head -c 32 /dev/urandom | base64').",
-		         len, HB_KEY_MIN, HB_KEY_MAX);
-		errno = EINVAL;
-		return -1;
-	}
-	memcpy(key->bytes, text, len);
-	key->len = len;
-	return 0;
-}
-
-int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen)
-{
-	uint8_t buf[HB_KEY_MAX + 2];
-	struct stat st;
-	ssize_t n = -1;
-	int fd, rc = -1, e = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		e = errno;
-		snprintf(err, errlen, "Cannot open the heartbeat key file %s: %s.", path,
-		         strerror(e));
-		goto out;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-		e = EPERM;
-		snprintf(err, errlen,
-		         "The heartbeat key file %s must be a regular file readable by its owner "
-		         "only; run 'chmod 600 %s'.",
-		         path, path);
-		goto out;
-	}
-	n = read(fd, buf, sizeof(buf));
-	if (n < 0) {
-		e = errno;
-		snprintf(err, errlen, "Cannot read the heartbeat key file %s: %s.", path,
-		         strerror(e));
-		goto out;
-	}
-	rc = hb_key_parse(buf, (size_t)n, key, err, errlen);
-	e = errno;
-out:
-	if (fd >= 0)
-		close(fd);
-	OPENSSL_cleanse(buf, sizeof(buf));
-	if (rc < 0)
-		errno = e;
-	return rc;
-}
 
 /* ---- configuration ---- */
 
@@ -239,7 +182,7 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
 		hb_sockaddr(&self->heartbeat[i], &p->local, &p->local_len);
 		hb_sockaddr(&peer->heartbeat[i], &p->peer, &p->peer_len);
 	}
-	return hb_key_load(cfg->cluster.auth_key_file, &out->key, err, errlen);
+	return keyfile_load(cfg->cluster.auth_key_file, "heartbeat key", &out->key, err, errlen);
 }
 
 /* ---- runtime ---- */
@@ -567,8 +510,8 @@ fail:
 
 static int check_cfg(const struct hb_config *cfg, char *err, size_t errlen)
 {
-	if (cfg->n_paths < 1 || cfg->n_paths > HB_MAX_PATHS || cfg->key.len < HB_KEY_MIN ||
-	    cfg->key.len > HB_KEY_MAX || !(cfg->interval >= 0.001) ||
+	if (cfg->n_paths < 1 || cfg->n_paths > HB_MAX_PATHS || cfg->key.len < KEYFILE_MIN ||
+	    cfg->key.len > KEYFILE_MAX || !(cfg->interval >= 0.001) ||
 	    !(cfg->deadtime > cfg->interval) || cfg->node_id == cfg->peer_id) {
 		snprintf(
 		    err, errlen,

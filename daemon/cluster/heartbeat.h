@@ -5,7 +5,7 @@
  * with a per-sender, per-path replay window. The peer is dead only when it has been silent on
  * every path for deadtime.
  *
- * Two layers: pure functions (hb_encode, hb_decode, hb_replay_check, hb_key_parse) that the unit
+ * Two layers: pure functions (hb_encode, hb_decode, hb_replay_check, keyfile_parse) that the unit
  * tests and the fuzz harness drive directly, and a runtime (hb_start ... hb_stop) with its own
  * thread and its own libev loop, so a saturated data path or a CPU-bound verify on the main loop
  * never delays a heartbeat. The runtime tells the main loop about changes through an ev_async;
@@ -28,13 +28,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "lib/keyfile.h"
+
 #define HB_MAGIC        0x48414b48u /* "HAKH" */
 #define HB_VERSION      1u
 #define HB_PKT_SIZE     76u
 #define HB_MAC_OFFSET   44u
 #define HB_MAX_PATHS    8u
-#define HB_KEY_MIN      16u   /* bytes of key material, at least */
-#define HB_KEY_MAX      1024u /* bytes of a key file, at most */
 #define HB_DEFAULT_PORT 7790u
 
 /* Flags a node advertises (cluster_out.eligible / want_primary and its I/O state). */
@@ -46,11 +46,6 @@
  * resource-only); the peer answers by advertising the Outdated disk. */
 #define HB_F_OUTDATE_PEER (1u << 4)
 #define HB_F_ALL          0x1fu
-
-struct hb_key {
-	uint8_t bytes[HB_KEY_MAX];
-	size_t len;
-};
 
 struct hb_msg {
 	uint8_t path;
@@ -87,12 +82,12 @@ enum hb_verdict {
 
 /* Into buf (exactly HB_PKT_SIZE bytes), MAC included. Returns 0, or -1 (errno EIO) if OpenSSL
  * fails. */
-int hb_encode(const struct hb_msg *m, const struct hb_key *key, uint8_t buf[HB_PKT_SIZE]);
+int hb_encode(const struct hb_msg *m, const struct key_bytes *key, uint8_t buf[HB_PKT_SIZE]);
 /*
  * Check size, magic, version and MAC (in constant time), then every field; fills *m only on HB_OK.
  * Never reads past len.
  */
-enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct key_bytes *key,
                           struct hb_msg *m);
 /*
  * The replay window: accepts (and records) a newer incarnation, or the same incarnation with a
@@ -102,14 +97,6 @@ enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct hb_key *k
 enum hb_verdict hb_replay_check(struct hb_replay *w, uint64_t incarnation, uint64_t seq);
 const char *hb_verdict_name(enum hb_verdict v);
 
-/*
- * The key from a key file's contents: at least HB_KEY_MIN bytes after one trailing newline is
- * dropped (so `head -c 32 /dev/urandom | base64 > key` and raw bytes both work). Returns 0, or -1
- * with errno EINVAL and a sentence in err.
- */
-int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen);
-/* Read path (which must not be readable by group or others) and hb_key_parse it. */
-int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen);
 /* Same family, address and port. */
 bool hb_same_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 /*
@@ -132,11 +119,11 @@ struct hb_frame {
 };
 /* Write the magic and the version into buf, whose fields are filled in, and close it with the MAC.
  * 0, or -1 with errno EIO if OpenSSL fails. */
-int hb_frame_seal(const struct hb_frame *f, const struct hb_key *key, uint8_t *buf);
+int hb_frame_seal(const struct hb_frame *f, const struct key_bytes *key, uint8_t *buf);
 /* Size, magic, version, then the MAC (compared in constant time): HB_OK when the fields may be
  * read, the first check that failed otherwise. */
 enum hb_verdict hb_frame_check(const struct hb_frame *f, const uint8_t *buf, size_t len,
-                               const struct hb_key *key);
+                               const struct key_bytes *key);
 
 /* ---- runtime ---- */
 
@@ -156,7 +143,7 @@ struct hb_config {
 	struct hb_path_cfg paths[HB_MAX_PATHS];
 	double interval; /* seconds between heartbeats (default 0.2) */
 	double deadtime; /* seconds of silence before a path is dead (default 1), > interval */
-	struct hb_key key;
+	struct key_bytes key;
 };
 
 struct hb_path_state {

@@ -41,7 +41,7 @@ const char *wit_decision_name(enum wit_decision d)
 
 static const struct hb_frame wit_frame = {WIT_MAGIC, WIT_VERSION, WIT_PKT_SIZE, WIT_MAC_OFFSET};
 
-int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE])
+int wit_encode(const struct wit_msg *m, const struct key_bytes *key, uint8_t buf[WIT_PKT_SIZE])
 {
 	buf[5] = m->type;
 	be_put16(buf + 6, m->flags);
@@ -54,7 +54,7 @@ int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WI
 	return hb_frame_seal(&wit_frame, key, buf);
 }
 
-enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct key_bytes *key,
                            struct wit_msg *m)
 {
 	enum hb_verdict v = hb_frame_check(&wit_frame, buf, len, key);
@@ -207,7 +207,7 @@ static int udp_bind(const struct sockaddr_storage *ss, socklen_t len)
 
 struct wit_server {
 	struct wit_state st;
-	struct hb_key key;
+	struct key_bytes key;
 	int64_t lease_ms;
 	int fd;
 	uint64_t rx_bad, dropped;
@@ -338,7 +338,8 @@ int wit_serve(const struct hak_config *cfg)
 		        cfg->file ? cfg->file : "the configuration");
 		goto out;
 	}
-	if (hb_key_load(cfg->cluster.auth_key_file, &sv.key, err, sizeof(err)) < 0) {
+	if (keyfile_load(cfg->cluster.auth_key_file, "heartbeat key", &sv.key, err, sizeof(err)) <
+	    0) {
 		log_err("%s", err);
 		goto out;
 	}
@@ -385,7 +386,7 @@ out:
 /* ---- the client ---- */
 
 struct wit_client {
-	struct hb_key key;
+	struct key_bytes key;
 	uint32_t cluster_id, node_id;
 	uint64_t incarnation, seq;
 	int64_t lease_ms, dead_ms;

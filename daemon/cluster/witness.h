@@ -73,9 +73,9 @@ struct wit_msg {
 	uint32_t lease_ms; /* reply: what is left of the holder's lease */
 };
 
-int wit_encode(const struct wit_msg *m, const struct hb_key *key, uint8_t buf[WIT_PKT_SIZE]);
+int wit_encode(const struct wit_msg *m, const struct key_bytes *key, uint8_t buf[WIT_PKT_SIZE]);
 /* Size, magic, version, MAC (constant time), then fields. Reuses hb_verdict's codes. */
-enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct hb_key *key,
+enum hb_verdict wit_decode(const uint8_t *buf, size_t len, const struct key_bytes *key,
                            struct wit_msg *m);
 
 /* The witness's memory of one cluster. */

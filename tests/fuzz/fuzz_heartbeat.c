@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const char fuzz_key[] = "hak heartbeat fuzz key 0123456789";
 
-static void check_decoded(const uint8_t *pkt, const struct hb_key *key, struct hb_replay *w)
+static void check_decoded(const uint8_t *pkt, const struct key_bytes *key, struct hb_replay *w)
 {
 	struct hb_msg m;
 	uint8_t again[HB_PKT_SIZE];
@@ -41,14 +41,14 @@ static void check_decoded(const uint8_t *pkt, const struct hb_key *key, struct h
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct hb_key key;
+	struct key_bytes key;
 	struct hb_replay w = {0};
 	uint8_t pkt[HB_PKT_SIZE];
 	unsigned len = 0;
 	char err[256];
 
-	if (hb_key_parse((const uint8_t *)fuzz_key, sizeof(fuzz_key) - 1, &key, err, sizeof(err)) <
-	    0)
+	if (keyfile_parse((const uint8_t *)fuzz_key, sizeof(fuzz_key) - 1, "heartbeat key", &key,
+	                  err, sizeof(err)) < 0)
 		abort();
 	/* raw: whatever arrives on the socket */
 	if (size == HB_PKT_SIZE)

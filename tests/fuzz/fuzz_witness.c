@@ -51,7 +51,7 @@ static void check_grant(struct wit_state *s, const struct wit_msg *m, int64_t no
 		abort();
 }
 
-static void check_decoded(const uint8_t *pkt, const struct hb_key *key, struct wit_state *s,
+static void check_decoded(const uint8_t *pkt, const struct key_bytes *key, struct wit_state *s,
                           int64_t now)
 {
 	struct wit_msg m;
@@ -68,15 +68,15 @@ static void check_decoded(const uint8_t *pkt, const struct hb_key *key, struct w
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct hb_key key;
+	struct key_bytes key;
 	struct wit_state s = {.cluster_id = 1};
 	uint8_t pkt[WIT_PKT_SIZE];
 	unsigned len = 0;
 	char err[256];
 	int64_t now = 0;
 
-	if (hb_key_parse((const uint8_t *)fuzz_key, sizeof(fuzz_key) - 1, &key, err, sizeof(err)) <
-	    0)
+	if (keyfile_parse((const uint8_t *)fuzz_key, sizeof(fuzz_key) - 1, "heartbeat key", &key,
+	                  err, sizeof(err)) < 0)
 		abort();
 	if (size == WIT_PKT_SIZE)
 		check_decoded(data, &key, &s, now);

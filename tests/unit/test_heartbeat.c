@@ -26,12 +26,13 @@
 
 static const char key_text[] = "correct horse battery staple 42";
 
-static struct hb_key test_key(const char *text)
+static struct key_bytes test_key(const char *text)
 {
-	struct hb_key k;
+	struct key_bytes k;
 	char err[256];
 
-	ck_assert_int_eq(hb_key_parse((const uint8_t *)text, strlen(text), &k, err, sizeof(err)),
+	ck_assert_int_eq(keyfile_parse((const uint8_t *)text, strlen(text), "heartbeat key", &k,
+	                               err, sizeof(err)),
 	                 0);
 	return k;
 }
@@ -53,7 +54,7 @@ static struct hb_msg sample(void)
 
 START_TEST(roundtrip)
 {
-	struct hb_key k = test_key(key_text);
+	struct key_bytes k = test_key(key_text);
 	struct hb_msg m = sample(), d;
 	uint8_t pkt[HB_PKT_SIZE];
 
@@ -72,7 +73,7 @@ END_TEST
 
 START_TEST(every_bit_flip_rejected)
 {
-	struct hb_key k = test_key(key_text);
+	struct key_bytes k = test_key(key_text);
 	struct hb_msg m = sample(), d;
 	uint8_t pkt[HB_PKT_SIZE], bad[HB_PKT_SIZE];
 
@@ -92,7 +93,7 @@ END_TEST
 
 START_TEST(wrong_key_and_truncation)
 {
-	struct hb_key k = test_key(key_text), k2 = test_key("correct horse battery staple 43");
+	struct key_bytes k = test_key(key_text), k2 = test_key("correct horse battery staple 43");
 	struct hb_msg m = sample(), d;
 	uint8_t pkt[HB_PKT_SIZE + 1];
 
@@ -107,7 +108,7 @@ END_TEST
 
 START_TEST(fields_checked_after_mac)
 {
-	struct hb_key k = test_key(key_text);
+	struct key_bytes k = test_key(key_text);
 	struct hb_msg d;
 	uint8_t pkt[HB_PKT_SIZE];
 	struct {
@@ -153,28 +154,28 @@ END_TEST
 START_TEST(key_file)
 {
 	char path[] = "/tmp/hak-hbkey-XXXXXX", err[256];
-	struct hb_key k;
+	struct key_bytes k;
 	int fd = mkstemp(path);
 
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(write(fd, "0123456789abcdef\n", 17), 17);
 	close(fd);
-	ck_assert_int_eq(hb_key_load(path, &k, err, sizeof(err)), 0);
+	ck_assert_int_eq(keyfile_load(path, "heartbeat key", &k, err, sizeof(err)), 0);
 	ck_assert_uint_eq(k.len, 16); /* the newline is not key material */
 	ck_assert_int_eq(memcmp(k.bytes, "0123456789abcdef", 16), 0);
 	ck_assert_int_eq(chmod(path, 0644), 0);
-	ck_assert_int_eq(hb_key_load(path, &k, err, sizeof(err)), -1);
+	ck_assert_int_eq(keyfile_load(path, "heartbeat key", &k, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, EPERM);
 	ck_assert_ptr_nonnull(strstr(err, "chmod 600"));
 	ck_assert_int_eq(chmod(path, 0600), 0);
 	fd = open(path, O_WRONLY | O_TRUNC);
 	ck_assert_int_eq(write(fd, "short key\n", 10), 10);
 	close(fd);
-	ck_assert_int_eq(hb_key_load(path, &k, err, sizeof(err)), -1);
+	ck_assert_int_eq(keyfile_load(path, "heartbeat key", &k, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, EINVAL);
 	ck_assert_ptr_nonnull(strstr(err, "9 bytes"));
 	unlink(path);
-	ck_assert_int_eq(hb_key_load(path, &k, err, sizeof(err)), -1);
+	ck_assert_int_eq(keyfile_load(path, "heartbeat key", &k, err, sizeof(err)), -1);
 	ck_assert_int_eq(errno, ENOENT);
 }
 END_TEST

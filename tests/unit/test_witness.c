@@ -23,12 +23,13 @@
 
 static const char key_text[] = "correct horse battery staple 42";
 
-static struct hb_key test_key(const char *text)
+static struct key_bytes test_key(const char *text)
 {
-	struct hb_key k;
+	struct key_bytes k;
 	char err[256];
 
-	ck_assert_int_eq(hb_key_parse((const uint8_t *)text, strlen(text), &k, err, sizeof(err)),
+	ck_assert_int_eq(keyfile_parse((const uint8_t *)text, strlen(text), "heartbeat key", &k,
+	                               err, sizeof(err)),
 	                 0);
 	return k;
 }
@@ -47,7 +48,7 @@ static struct wit_msg sample(void)
 
 START_TEST(codec_roundtrip_and_flips)
 {
-	struct hb_key k = test_key(key_text), other = test_key("another key of enough length");
+	struct key_bytes k = test_key(key_text), other = test_key("another key of enough length");
 	struct wit_msg m = sample(), d;
 	uint8_t pkt[WIT_PKT_SIZE];
 
@@ -74,7 +75,7 @@ END_TEST
 
 START_TEST(codec_fields_checked)
 {
-	struct hb_key k = test_key(key_text);
+	struct key_bytes k = test_key(key_text);
 	struct wit_msg d;
 	uint8_t pkt[WIT_PKT_SIZE];
 	struct {
@@ -319,7 +320,7 @@ END_TEST
 
 struct fake_witness {
 	int fd;
-	struct hb_key key;
+	struct key_bytes key;
 	struct wit_state st;
 	volatile bool stop;
 	unsigned answered;
