@@ -169,6 +169,7 @@ volume db {
     meta-disk $DIR/$1.meta
     mode $2
     connect-interval 200ms
+    auth-key-file $DIR/repl.key
     ${VOLUME_EXTRA:-}
 }
 EOF
@@ -193,6 +194,7 @@ start_node() {
 # and connected; nobody promoted.
 pair_start() {
 	local mode=$1 blank=$2 n
+	(umask 077 && head -c 32 /dev/urandom | base64 >"$DIR/repl.key")
 	for n in alpha beta; do
 		write_config "$n" "$mode"
 		rm -f "$DIR/$n.meta"

@@ -216,6 +216,11 @@ static const struct conf_key volume_keys[] = {
      .doc = "what a primary does with its writes when it loses the peer", .names = fencing_names},
     {"fence-timeout", CONF_DURATION, 0, MS(100), MS(3600000), VFIELD(fence_timeout), NULL, NULL,
      .doc = "how long writes may stay frozen before the freeze is reported as stuck"},
+    {"auth-key-file", CONF_PATH, 0, 0, 0, VFIELD(auth_key_file), NULL, NULL,
+     .doc = "the key the peer must prove it holds before it may replicate (default: the "
+            "cluster's)"},
+    {"insecure-no-auth", CONF_BOOL, 0, 0, 0, VFIELD(insecure_no_auth), NULL, NULL,
+     .doc = "replicate with any peer that connects, unauthenticated (unsafe)"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -980,6 +985,40 @@ static int check_fencing(struct conf_parse *ps, const struct hak_config *cfg,
 	return 0;
 }
 
+/*
+ * Whoever completes the replication handshake can read the whole volume (a resync) and write
+ * it: a pair replicates only with a peer that proves it holds a key, unless the file says
+ * insecure-no-auth in so many words. The cluster's key is the default.
+ */
+static int check_auth(struct conf_parse *ps, const struct hak_config *cfg,
+                      const struct conf_block *blk, struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+
+	if (v->insecure_no_auth && v->auth_key_file) {
+		setting_pos(blk, "insecure-no-auth", &line, &col);
+		return conf_parse_error(
+		    ps, line, col,
+		    "volume '%s' has both auth-key-file and insecure-no-auth yes; "
+		    "remove one of them.",
+		    v->name);
+	}
+	if (v->auth_key_file || v->insecure_no_auth || cfg->n_nodes == 0)
+		return 0;
+	if (cfg->cluster.present && cfg->cluster.auth_key_file) {
+		v->auth_key_file = strdup(cfg->cluster.auth_key_file);
+		if (!v->auth_key_file)
+			return conf_parse_oom(ps);
+		return 0;
+	}
+	return conf_parse_error(
+	    ps, blk->line, blk->col,
+	    "volume '%s' would replicate with whoever connects to its port: add 'auth-key-file "
+	    "PATH' (a secret of at least 16 bytes both nodes share, mode 0600) to it or a cluster "
+	    "section with one, or write 'insecure-no-auth yes' to accept any peer.",
+	    v->name);
+}
+
 static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
                          const struct conf_block *root)
 {
@@ -1001,9 +1040,15 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 		}
 	}
 	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
-	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0)
+	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0 ||
+	    check_groups(ps, cfg) < 0)
 		return -1;
-	return check_groups(ps, cfg);
+	/* Last: a file with another mistake says that one first. */
+	i = 0;
+	for (const struct conf_block *c = root->children; c; c = c->next)
+		if (strcmp(c->type, "volume") == 0 && check_auth(ps, cfg, c, &cfg->volumes[i++]) < 0)
+			return -1;
+	return 0;
 }
 
 /* ---- public API ---- */
@@ -1157,6 +1202,7 @@ void config_free(struct hak_config *cfg)
 		free(v->sb_discard_node);
 		free(v->sb_hook);
 		free(v->local_io_error_hook);
+		free(v->auth_key_file);
 	}
 	for (size_t i = 0; i < cfg->n_nodes; i++) {
 		free(cfg->nodes[i].name);

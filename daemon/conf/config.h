@@ -173,6 +173,10 @@ struct hak_volume_cfg {
 	 * (it has the heartbeats and the witness to outdate the peer over), none otherwise */
 	enum hak_fencing fencing;
 	double fence_timeout; /* "fence-timeout": a freeze this long is reported (10s) */
+	char *auth_key_file;  /* "auth-key-file": the peer proves it holds this key before it
+	                       * may replicate; default the cluster's; required with nodes
+	                       * unless "insecure-no-auth" */
+	int insecure_no_auth; /* "insecure-no-auth" (default no): any peer may connect */
 	unsigned line;        /* line of the "volume" keyword, for later diagnostics */
 };
 

@@ -7,6 +7,7 @@
 #include "repl.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +36,7 @@
 #include "resync.h"
 #include "ship.h"
 #include "splitbrain.h"
+#include "transport/peerauth.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -520,7 +522,13 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 			if (r->pending_accept[i] == s)
 				r->pending_accept[i] = NULL;
 		if (r->connected || (idx == 0 ? r->data : r->meta_s)) {
-			repl_drop_connection(r, "the peer reconnected");
+			/* Only the peer can get here when connections are authenticated: it
+			 * lost the old connection (a reboot, a cut it noticed first). */
+			char msg[160];
+			snprintf(msg, sizeof(msg), "the peer reconnected from %s (%s)",
+			         pi >= 0 ? r->pending_from[pi] : "an unknown address",
+			         r->auth ? "authenticated" : "unauthenticated: insecure-no-auth");
+			repl_drop_connection(r, msg);
 		}
 		/* The acceptor's handshake starts with the first stream that names itself: the
 		 * conn_timer gives up on it from then on, as on the connector's side. */
@@ -844,6 +852,7 @@ static void start_connect(struct repl *r)
 {
 	r->handshake_start = ev_now(r->p.loop);
 	struct tconnect_params cp = {.loop = r->p.loop,
+	                             .auth = r->auth,
 	                             .addr = r->p.peer->address,
 	                             .port_offset = r->p.vcfg->port_offset,
 	                             .bind_host = r->p.self->host,
@@ -1185,6 +1194,9 @@ json_t *repl_status_json(const struct repl *r)
 		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
 		json_object_set_new(o, "integrity_errors",
 		                    json_integer((json_int_t)r->integrity_errors));
+		json_object_set_new(o, "auth", json_string(r->auth ? "hmac-sha256" : "none"));
+		json_object_set_new(o, "auth_refused",
+		                    json_integer(r->auth ? (json_int_t)r->auth->refused : 0));
 		/* As the peer's barriers' target: how many flushes answered how many barriers. */
 		json_object_set_new(o, "barriers_acked",
 		                    json_integer((json_int_t)r->barriers_acked));
@@ -1291,6 +1303,37 @@ static int repl_open_al(struct repl *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* The key the peer must prove it holds (a stranger who completed the handshake could read the
+ * whole volume through a resync, or write it), or the warning that there is none. */
+static int repl_open_auth(struct repl *r, char *err, size_t errlen)
+{
+	const char *path = r->p.vcfg->auth_key_file;
+	if (!path) {
+		repl_log(r, LOG_LVL_WARN,
+		         "Replication of this volume is not authenticated (insecure-no-auth): "
+		         "whoever can reach %s (+%u) can read and overwrite it.",
+		         r->p.self->address, r->p.vcfg->port_offset);
+		return 0;
+	}
+	struct key_bytes *key = malloc(sizeof(*key));
+	r->auth = malloc(sizeof(*r->auth));
+	int rc = -1;
+	if (!key || !r->auth) {
+		snprintf(err, errlen, "Out of memory.");
+		goto out;
+	}
+	if (keyfile_load(path, "replication key", key, err, errlen) < 0)
+		goto out;
+	peerauth_init(r->auth, key, r->p.self->name, r->p.peer->name, r->name);
+	r->auth->timeout = handshake_limit(r);
+	rc = 0;
+out:
+	if (key)
+		OPENSSL_cleanse(key, sizeof(*key));
+	free(key);
+	return rc;
+}
+
 int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
 {
 	struct repl *r = calloc(1, sizeof(*r));
@@ -1318,7 +1361,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		snprintf(err, errlen, "Out of memory.");
 		goto fail;
 	}
-	if (repl_open_meta(r, err, errlen) < 0)
+	if (repl_open_meta(r, err, errlen) < 0 || repl_open_auth(r, err, errlen) < 0)
 		goto fail;
 	r->crashed_primary = (r->sb.flags & META_F_PRIMARY) != 0;
 	r->split_brain = (r->sb.flags & META_F_SPLIT_BRAIN) != 0;
@@ -1349,6 +1392,7 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	}
 	if (!r->initiator) {
 		struct tlisten_params lp = {.loop = p->loop,
+		                            .auth = r->auth,
 		                            .addr = p->self->address,
 		                            .port_offset = p->vcfg->port_offset,
 		                            .ops = &stream_ops,
@@ -1390,6 +1434,7 @@ fail:
 	tlistener_close(r->listener);
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
+	free(r->auth);
 	free(r);
 	return -1;
 }
@@ -1434,5 +1479,8 @@ void repl_destroy(struct repl *r)
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
 	bitmap_free(r->bm);
+	if (r->auth)
+		OPENSSL_cleanse(r->auth, sizeof(*r->auth));
+	free(r->auth);
 	free(r);
 }

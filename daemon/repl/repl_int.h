@@ -211,6 +211,9 @@ struct repl {
 	char last_refusal[512];
 	bool initiator;
 	struct tlistener *listener; /* the acceptor's; NULL on the connecting side */
+	/* Peer authentication of every connection, both sides (transport/peerauth.h); NULL with
+	 * insecure-no-auth. The pending slots below then hold only authenticated streams. */
+	struct tauth *auth;
 	ev_timer conn_timer;
 	ev_timer ping_timer;
 	ev_timer flush_timer;

@@ -177,6 +177,15 @@ static bool stream_parse(struct tcp_stream *s)
 				stream_fail(s, why);
 				return false;
 			}
+			if (s->base.max_payload && s->hdr.len > s->base.max_payload) {
+				snprintf(
+				    why, sizeof(why),
+				    "a %s frame of %u bytes exceeds the %u bytes this connection "
+				    "may send yet",
+				    wire_type_name(s->hdr.type), s->hdr.len, s->base.max_payload);
+				stream_fail(s, why);
+				return false;
+			}
 			s->in_pos += WIRE_HDR_SIZE;
 			s->have_hdr = true;
 			s->got = 0;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peerauth.h"
 #include "tcp.h"
 
 /* The transports this build has, by name. TLS and RDMA join here (with their build options). */
@@ -23,7 +24,7 @@ const struct transport_ops *transport_find(const char *name)
 int tlistener_open(const struct transport_ops *t, const struct tlisten_params *p,
                    struct tlistener **out)
 {
-	return t->listen(p, out);
+	return p->auth ? peerauth_listen(t, p, out) : t->listen(p, out);
 }
 
 void tlistener_close(struct tlistener *l)
@@ -35,7 +36,7 @@ void tlistener_close(struct tlistener *l)
 int tconnect_start(const struct transport_ops *t, const struct tconnect_params *p,
                    struct tconnect **out)
 {
-	return t->connect(p, out);
+	return p->auth ? peerauth_connect(t, p, out) : t->connect(p, out);
 }
 
 void tconnect_cancel(struct tconnect *c)

@@ -32,6 +32,10 @@ struct tstream {
 	const struct transport_ops *t;
 	const struct tstream_ops *ops;
 	void *ctx;
+	/* A frame announcing a longer payload fails the stream before anything is allocated for
+	 * it (0: the wire's maximum). Kept small while a connection has not authenticated, so a
+	 * stranger cannot make this node reserve 32 MiB per connection. */
+	uint32_t max_payload;
 };
 struct tlistener {
 	const struct transport_ops *t;
@@ -51,8 +55,12 @@ struct tstream_ops {
 
 /* A listener: every accepted connection becomes a stream of ops/ctx, handed to accepted(), which
  * owns it from then on (tstream_close() refuses it). */
+struct tauth;
 struct tlisten_params {
 	struct ev_loop *loop;
+	/* Authenticate every connection first (peerauth.h); NULL: hand them over as they come.
+	 * Kept by the caller as long as the listener. */
+	struct tauth *auth;
 	const char *addr;     /* "HOST:PORT" or "[V6]:PORT" */
 	unsigned port_offset; /* added to PORT */
 	const struct tstream_ops *ops;
@@ -64,7 +72,8 @@ struct tlisten_params {
  * the caller) or with s NULL and err the errno of the failure. The tconnect is gone after it. */
 struct tconnect_params {
 	struct ev_loop *loop;
-	const char *addr; /* "HOST:PORT" or "[V6]:PORT" */
+	struct tauth *auth; /* as for tlisten_params: done() gets only an authenticated stream */
+	const char *addr;   /* "HOST:PORT" or "[V6]:PORT" */
 	unsigned port_offset;
 	const char *bind_host; /* leave from this address; NULL: the kernel picks */
 	const struct tstream_ops *ops;
@@ -72,8 +81,9 @@ struct tconnect_params {
 	void (*done)(void *ctx, struct tconnect *c, struct tstream *s, int err);
 };
 
-/* One implementation. Every member is required but peer_name; the semantics are those of the
- * public calls below, which check nothing but NULL handles. */
+/* One implementation. Every member is required but peer_name (peerauth.c's wrapper, which only
+ * stands for listeners and connect attempts, has just their two close calls); the semantics are
+ * those of the public calls below, which check nothing but NULL handles. */
 struct transport_ops {
 	const char *name; /* as the configuration names it: "tcp" */
 	int (*listen)(const struct tlisten_params *p, struct tlistener **out);

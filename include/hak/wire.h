@@ -53,7 +53,10 @@ enum wire_type {
 	WIRE_RS_IN_SYNC = 23, /* DATA: checksum resync, these blocks are equal: clear their bits */
 	WIRE_READ_REQ = 24, /* DATA: a diskless primary reads a range from the peer (no payload) */
 	WIRE_READ_REPLY = 25, /* DATA: u64 id, u32 status, then the data when status is 0 */
-	WIRE_TYPE_MAX = 25,
+	/* Peer authentication, before HELLO (daemon/transport/peerauth.h): */
+	WIRE_AUTH_CHALLENGE = 26, /* u8 version, u8 role (0 connector, 1 acceptor), u16 0, nonce */
+	WIRE_AUTH_RESPONSE = 27,  /* HMAC-SHA-256 over both nonces, the names and the volume */
+	WIRE_TYPE_MAX = 27,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
@@ -102,5 +105,10 @@ enum wire_disk {
 #define WIRE_READ_MAX    (1u << 20)
 /* STATE: u8 role, u8 disk, u16 reserved. */
 #define WIRE_STATE_SIZE 4u
+/* AUTH_CHALLENGE: 4 bytes then the nonce; AUTH_RESPONSE: the MAC. */
+#define WIRE_AUTH_VERSION   1u
+#define WIRE_AUTH_NONCE     32u
+#define WIRE_AUTH_CHAL_SIZE (4u + WIRE_AUTH_NONCE)
+#define WIRE_AUTH_MAC_SIZE  32u
 
 #endif

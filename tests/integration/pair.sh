@@ -8,6 +8,8 @@
 #                            PAIR_BLANK=1 creates blank metadata (no initial sync).
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
 #                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
+#                            Both nodes share the replication key WORK/repl.key;
+#                            PAIR_AUTH=none configures insecure-no-auth instead.
 #                            PAIR_VOL2=NAME adds a second volume NAME (same mode and size,
 #                            backing WORK/NODE-NAME.img, replication port offset 1).
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
@@ -51,10 +53,20 @@ volume db {
     ping-interval 200ms
     ping-timeout 1s
     connect-interval 200ms
+    $(_pair_auth)
     ${PAIR_EXTRA:-}
 }
 $(_pair_vol2 "$n")
 EOF
+}
+
+# _pair_auth: the volume's peer authentication line (PAIR_AUTH=none: insecure-no-auth).
+_pair_auth() {
+	if [[ ${PAIR_AUTH:-key} == none ]]; then
+		echo "insecure-no-auth yes"
+	else
+		echo "auth-key-file $WORK/repl.key"
+	fi
 }
 
 # _pair_vol2 NODE: the section of the second volume, if PAIR_VOL2 names one.
@@ -70,6 +82,7 @@ volume $PAIR_VOL2 {
     ping-interval ${CLUSTER_PING_INTERVAL:-200ms}
     ping-timeout ${CLUSTER_PING_TIMEOUT:-1s}
     connect-interval 200ms
+    $(_pair_auth)
     ${PAIR_EXTRA:-}
 }
 EOV
@@ -79,6 +92,7 @@ pair_setup() {
 	PAIR_MODE=${1:-sync}
 	local size=${2:-256M} n v
 	require_cmd ip jq
+	(umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/repl.key")
 	ip netns add "$NS_alpha"
 	defer "ip netns del $NS_alpha 2>/dev/null || true"
 	ip netns add "$NS_beta"

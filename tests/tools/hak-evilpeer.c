@@ -7,7 +7,14 @@
  *   hak-evilpeer --connect HOST:PORT --scenario NAME [--bind HOST] [--after-handshake]
  *                [--node NAME] [--volume NAME] [--uuid 8-4-4-4-12] [--size BYTES]
  *                [--block-size BYTES] [--gen CURRENT:BITMAP:HIST0:HIST1] [--gen-flags N]
- *                [--timeout S] [--hold S]
+ *                [--timeout S] [--hold S] [--key FILE] [--peer NAME]
+ *
+ * With --key, every connection first passes the peer authentication (transport/peerauth.h) as
+ * node --node talking to --peer (default beta) under that key: the scenarios then test what an
+ * authenticated but broken peer can do. Without it they test what reaches an unauthenticated
+ * connection. Scenario replay (needs --key) authenticates once, then opens a second connection
+ * and answers its fresh challenge with the first connection's recorded response and nonce; the
+ * server must drop it.
  *
  * Scenarios on a fresh connection (the first bytes hakd sees; with --after-handshake the same
  * bytes follow a perfect handshake instead):
@@ -50,6 +57,8 @@
 #include <hak/wire.h>
 
 #include "lib/clock.h"
+#include "lib/keyfile.h"
+#include "transport/peerauth.h"
 #include "transport/wire.h"
 
 #define EXIT_OK       0
@@ -75,6 +84,15 @@ struct opts {
 	uint32_t gen_flags;
 	double timeout;
 	double hold;
+	const char *key_file;
+	const char *peer;
+	struct tauth *auth; /* from key_file, or NULL */
+};
+
+/* What one authentication exchange sent, for the replay scenario. */
+struct auth_record {
+	uint8_t nonce[WIRE_AUTH_NONCE];
+	uint8_t response[WIRE_AUTH_MAC_SIZE];
 };
 
 /* The two streams of one impersonated connection; meta frames are parsed in mbuf. */
@@ -206,6 +224,98 @@ static int read_frame(int fd, uint8_t *buf, struct wire_hdr *h, int ms)
 		}
 	}
 	return 0;
+}
+
+/* ---- authentication ----------------------------------------------------------------------- */
+
+static int send_frame(int fd, uint16_t type, const void *payload, uint32_t len)
+{
+	uint8_t f[WIRE_HDR_SIZE + WIRE_AUTH_CHAL_SIZE];
+	wire_hdr_encode(f, type, 0, len);
+	memcpy(f + WIRE_HDR_SIZE, payload, len);
+	return send_all(fd, f, WIRE_HDR_SIZE + len);
+}
+
+/*
+ * The connector's side of the exchange on fd. With replay set, send its nonce and response
+ * instead of fresh ones (and expect the server to drop us); rec (may be NULL) gets what was
+ * sent. 0 when the server accepted, 1 when it dropped the connection, -1 otherwise (printed).
+ */
+static int auth_exchange(const struct opts *o, int fd, const struct auth_record *replay,
+                         struct auth_record *rec)
+{
+	uint8_t f[FRAME_MAX], chal[WIRE_AUTH_CHAL_SIZE], peer_nonce[WIRE_AUTH_NONCE], role;
+	struct auth_record mine;
+	struct wire_hdr h;
+	char err[160];
+	int rc;
+
+	if (replay)
+		mine = *replay;
+	else
+		getrandom(mine.nonce, sizeof(mine.nonce), 0);
+	peerauth_chal_encode(chal, 0, mine.nonce);
+	if (send_frame(fd, WIRE_AUTH_CHALLENGE, chal, sizeof(chal)) != 0)
+		return 1;
+	rc = read_frame(fd, f, &h, 5000);
+	if (rc != 0 || h.type != WIRE_AUTH_CHALLENGE ||
+	    peerauth_chal_decode(f + WIRE_HDR_SIZE, h.len, &role, peer_nonce, err, sizeof(err)) <
+	        0) {
+		fprintf(stderr, "hak-evilpeer: no authentication challenge from the server.\n");
+		return rc == 1 ? 1 : -1;
+	}
+	if (!replay)
+		peerauth_mac(o->auth, 0, peer_nonce, mine.nonce, o->node, o->peer, mine.response);
+	if (send_frame(fd, WIRE_AUTH_RESPONSE, mine.response, WIRE_AUTH_MAC_SIZE) != 0)
+		return 1;
+	rc = read_frame(fd, f, &h, 5000);
+	if (rc != 0)
+		return rc;
+	uint8_t want[WIRE_AUTH_MAC_SIZE];
+	peerauth_mac(o->auth, 1, mine.nonce, peer_nonce, o->peer, o->node, want);
+	if (h.type != WIRE_AUTH_RESPONSE || memcmp(want, f + WIRE_HDR_SIZE, sizeof(want)) != 0) {
+		fprintf(stderr, "hak-evilpeer: the server's authentication response is wrong.\n");
+		return -1;
+	}
+	if (rec)
+		*rec = mine;
+	return 0;
+}
+
+/* A connection, authenticated when --key was given. -1 (printed) on any failure. */
+static int peer_open(const struct opts *o)
+{
+	int fd = tcp_open(o);
+	if (fd >= 0 && o->auth && auth_exchange(o, fd, NULL, NULL) != 0) {
+		fprintf(stderr, "hak-evilpeer: the server refused the authentication.\n");
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Authenticate once, then replay that exchange on a new connection: EXIT_OK when dropped. */
+static int run_replay(const struct opts *o)
+{
+	struct auth_record rec;
+	int fd = tcp_open(o), rc = EXIT_ERROR;
+	if (fd < 0 || auth_exchange(o, fd, NULL, &rec) != 0) {
+		fprintf(stderr, "hak-evilpeer: the genuine exchange failed.\n");
+		goto out;
+	}
+	close(fd);
+	fd = tcp_open(o);
+	if (fd < 0)
+		goto out;
+	int r = auth_exchange(o, fd, &rec, NULL);
+	printf("result: replay: %s\n", r == 1   ? "the server dropped the connection"
+	                               : r == 0 ? "the server ACCEPTED the replayed exchange"
+	                                        : "the exchange failed otherwise");
+	rc = r == 1 ? EXIT_OK : r == 0 ? EXIT_MISMATCH : EXIT_ERROR;
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
 }
 
 /* ---- frames ------------------------------------------------------------------------------- */
@@ -345,7 +455,7 @@ static int handshake(const struct opts *o, struct link *l)
 	struct wire_hdr h;
 
 	for (int i = 0; i < 2; i++) {
-		l->fd[i] = tcp_open(o);
+		l->fd[i] = peer_open(o);
 		if (l->fd[i] < 0)
 			return -1;
 		size_t n = hello_frame(o, "", (uint8_t)(i + 1), f);
@@ -477,7 +587,7 @@ static int run_case(const struct opts *o, const char *sc)
 	int rc = EXIT_ERROR, sent;
 	uint8_t *bytes = NULL;
 
-	if (post ? handshake(o, &l) < 0 : (l.fd[0] = tcp_open(o)) < 0)
+	if (post ? handshake(o, &l) < 0 : (l.fd[0] = peer_open(o)) < 0)
 		goto out;
 	bytes = scenario_bytes(o, sc, &n, &shut);
 	if (!bytes) {
@@ -538,6 +648,8 @@ static int run(const struct opts *o)
 
 	if (strcmp(o->scenario, "handshake-only") == 0)
 		return run_control(o);
+	if (strcmp(o->scenario, "replay") == 0)
+		return run_replay(o);
 	if (strcmp(o->scenario, "hostile-offsets") != 0)
 		return run_case(o, o->scenario);
 	for (size_t i = 0; i < sizeof(hostile) / sizeof(hostile[0]); i++) {
@@ -622,6 +734,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			bad = parse_uuid(v, o->uuid) < 0;
 		else if (strcmp(a, "--gen") == 0)
 			bad = parse_gen(v, o->gen) < 0;
+		else if (strcmp(a, "--key") == 0)
+			o->key_file = v;
+		else if (strcmp(a, "--peer") == 0)
+			o->peer = v;
 		else
 			bad = true;
 		if (bad) {
@@ -639,14 +755,30 @@ int main(int argc, char **argv)
 	                 .block_size = 4096,
 	                 .gen_flags = 0x2, /* GEN_F_CONSISTENT */
 	                 .timeout = 5.0,
-	                 .hold = 2.0};
+	                 .hold = 2.0,
+	                 .peer = "beta"};
 
 	signal(SIGPIPE, SIG_IGN);
 	if (parse_opts(argc, argv, &o) < 0 || !o.connect || !o.scenario) {
 		usage();
 		return EXIT_ERROR;
 	}
-	bool ok = strcmp(o.scenario, "handshake-only") == 0 ||
+	static struct tauth auth;
+	if (o.key_file) {
+		struct key_bytes key;
+		char err[300];
+		if (keyfile_load(o.key_file, "replication key", &key, err, sizeof(err)) < 0) {
+			fprintf(stderr, "hak-evilpeer: %s\n", err);
+			return EXIT_ERROR;
+		}
+		peerauth_init(&auth, &key, o.node, o.peer, o.volume);
+		o.auth = &auth;
+	}
+	if (strcmp(o.scenario, "replay") == 0 && !o.auth) {
+		fprintf(stderr, "hak-evilpeer: scenario replay needs --key.\n");
+		return EXIT_ERROR;
+	}
+	bool ok = strcmp(o.scenario, "handshake-only") == 0 || strcmp(o.scenario, "replay") == 0 ||
 	          strcmp(o.scenario, "hostile-offsets") == 0 || is_known(o.scenario);
 	if (!ok || (o.after_handshake && (is_hello_case(o.scenario)))) {
 		fprintf(stderr, "hak-evilpeer: unknown scenario '%s'%s.\n", o.scenario,
@@ -654,8 +786,9 @@ int main(int argc, char **argv)
 		usage();
 		return EXIT_ERROR;
 	}
-	if (o.size == 0 && (o.after_handshake || !is_known(o.scenario) ||
-	                    is_post_only(o.scenario) || is_hello_case(o.scenario))) {
+	if (o.size == 0 && strcmp(o.scenario, "replay") != 0 &&
+	    (o.after_handshake || !is_known(o.scenario) || is_post_only(o.scenario) ||
+	     is_hello_case(o.scenario))) {
 		fprintf(stderr, "hak-evilpeer: scenario %s needs --size, --uuid and --gen.\n",
 		        o.scenario);
 		return EXIT_ERROR;

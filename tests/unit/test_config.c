@@ -258,6 +258,7 @@ static const char repl_text[] =
     "volume v {\n"
     "\tbacking /b\n"
     "\tnbd-socket /s\n"
+    "\tauth-key-file /etc/hak/repl.key\n"
     "\tmode async\n"
     "\tmeta-disk internal\n"
     "\tbitmap-block-size 1M\n"
@@ -278,8 +279,9 @@ static const char repl_text[] =
     " replication-port-offset 0; ping-interval 0.25s; ping-timeout 251ms;"
     " async-buffer 1M; bitmap-block-size 4k; max-epoch-size 1;"
     " on-io-error pass-on; local-io-error-hook /usr/lib/hak/io-error;"
-    " connect-interval 2.000125S }\n"
-    "volume x { backing /d; nbd-socket /u; replication-port-offset 57745 }\n";
+    " connect-interval 2.000125S; insecure-no-auth yes }\n"
+    "volume x { backing /d; nbd-socket /u; replication-port-offset 57745;"
+    " auth-key-file /etc/hak/x.key }\n";
 
 START_TEST(test_repl_nodes)
 {
@@ -351,13 +353,18 @@ START_TEST(test_repl_volumes)
 	/* The default metadata path comes from state-dir, even when 'global' is first. */
 	ck_assert_str_eq(cfg->volumes[2].meta_path, "/srv/hak/x.meta");
 	ck_assert_uint_eq(cfg->volumes[2].port_offset, 57745); /* 7790 + 57745 = 65535 */
+	ck_assert_str_eq(cfg->volumes[0].auth_key_file, "/etc/hak/repl.key");
+	ck_assert_int_eq(cfg->volumes[1].insecure_no_auth, 1);
+	ck_assert_ptr_null(cfg->volumes[1].auth_key_file);
+	ck_assert_str_eq(cfg->volumes[2].auth_key_file, "/etc/hak/x.key");
 	config_free(cfg);
 
 	/* Both nodes on one IP: fine while no port of one node is a port of the other. */
 	cfg = parse_ok("node a {\n\taddress 127.0.0.1:7789\n}\n"
 	               "node b {\n\taddress 127.0.0.1:7800\n}\n"
-	               "volume v { backing /b; nbd-socket /s }\n"
-	               "volume w { backing /c; nbd-socket /t; replication-port-offset 10 }\n");
+	               "volume v { backing /b; nbd-socket /s; insecure-no-auth yes }\n"
+	               "volume w { backing /c; nbd-socket /t; replication-port-offset 10;"
+	               " insecure-no-auth yes }\n");
 	ck_assert_str_eq(cfg->nodes[0].host, cfg->nodes[1].host);
 	config_free(cfg);
 
@@ -579,7 +586,8 @@ static const struct bad_case bad_cases[] = {
      "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, "
      "csums, "
      "on-io-error, local-io-error-hook, al-extents, al-extent-size, resync-rate-max, "
-     "resync-rate-min, resync-fill-target, fencing, fence-timeout."},
+     "resync-rate-min, resync-fill-target, fencing, fence-timeout, auth-key-file, "
+     "insecure-no-auth."},
     {VOL "\tal-extents 10\n}\n", 4, 13,
      "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
      "12292."},
@@ -986,12 +994,47 @@ START_TEST(test_fencing)
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_RESOURCE_ONLY);
 	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_RESOURCE_ONLY);
 	config_free(cfg);
-	cfg = parse_ok(NODES FVOL(""));
+	cfg = parse_ok(NODES FVOL("\tinsecure-no-auth yes\n"));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_NONE);
 	config_free(cfg);
 	cfg = parse_ok(FPAIR(KEYFILE "\tfence-hook /bin/true\n")
 	                   FVOL("\tfencing resource-and-stonith\n"));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_STONITH);
+	config_free(cfg);
+}
+END_TEST
+
+/* A pair replicates only with a peer that proves it holds a key, unless told otherwise. */
+START_TEST(test_auth)
+{
+	char err[512];
+	struct hak_config *cfg = NULL;
+
+	ck_assert_int_eq(parse(NODES FVOL(""), &cfg, err, sizeof(err)), -1);
+	ck_assert_msg(strstr(err, "t.conf:7:1: volume 'v' would replicate with whoever connects"),
+	              "%s", err);
+	ck_assert_int_eq(parse(NODES FVOL("\tauth-key-file /k\n\tinsecure-no-auth yes\n"), &cfg,
+	                       err, sizeof(err)),
+	                 -1);
+	ck_assert_msg(strstr(err, "t.conf:11:19: volume 'v' has both auth-key-file and "
+	                          "insecure-no-auth yes"),
+	              "%s", err);
+	cfg = parse_ok(NODES FVOL("\tinsecure-no-auth yes\n"));
+	ck_assert_int_eq(cfg->volumes[0].insecure_no_auth, 1);
+	ck_assert_ptr_null(cfg->volumes[0].auth_key_file);
+	config_free(cfg);
+	cfg = parse_ok(NODES FVOL("\tauth-key-file /etc/hak/v.key\n"));
+	ck_assert_str_eq(cfg->volumes[0].auth_key_file, "/etc/hak/v.key");
+	config_free(cfg);
+	/* the cluster's key is the default; a volume's own wins */
+	cfg = parse_ok(FPAIR(KEYFILE) FVOL("") FVOLN("w", "\treplication-port-offset 1\n"
+	                                                  "\tauth-key-file /etc/hak/w.key\n"));
+	ck_assert_str_eq(cfg->volumes[0].auth_key_file, "/etc/hak/cluster.key");
+	ck_assert_str_eq(cfg->volumes[1].auth_key_file, "/etc/hak/w.key");
+	config_free(cfg);
+	/* standalone volumes replicate with nobody */
+	cfg = parse_ok(VOL "}\n");
+	ck_assert_ptr_null(cfg->volumes[0].auth_key_file);
 	config_free(cfg);
 }
 END_TEST
@@ -1277,6 +1320,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_cluster_section);
 	tcase_add_test(tc, test_cluster_bad);
 	tcase_add_test(tc, test_fencing);
+	tcase_add_test(tc, test_auth);
 	tcase_add_test(tc, test_raw_limits);
 	tcase_add_test(tc, test_too_many_volumes);
 	tcase_add_test(tc, test_error_buffer);
