@@ -252,7 +252,7 @@ static void pa_step(struct pa_conn *k, const struct wire_hdr *h, const uint8_t *
 		return;
 	}
 	snprintf(why, sizeof(why),
-	         "it sent a %s frame where the authentication exchange expects %s",
+	         "it sent a frame of type %s where the authentication exchange expects %s",
 	         wire_type_name(h->type), k->got_chal ? "its answer" : "its challenge");
 	if (h->type == WIRE_HELLO)
 		snprintf(why + strlen(why), sizeof(why) - strlen(why),

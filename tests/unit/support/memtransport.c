@@ -361,6 +361,12 @@ int memwire_inject(struct memwire *w, uint16_t type, uint16_t flags, const void 
 		stream_fail(s, why);
 		return 0;
 	}
+	if (s->base.max_payload && len > s->base.max_payload) { /* as tcp.c */
+		snprintf(why, sizeof(why), "a %u-byte frame exceeds the stream's limit of %u", len,
+		         s->base.max_payload);
+		stream_fail(s, why);
+		return 0;
+	}
 	uint8_t *p = len ? buf_get_at(len, wire_payload_align(&h)) : NULL;
 	if (len && !p) {
 		stream_fail(s, "out of memory for a frame payload");
