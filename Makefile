@@ -136,7 +136,9 @@ deps:
 # ---- fuzzing (clang + libFuzzer) ---------------------------------------------------------
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
-FUZZ_OBJ    := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC) $(DAEMON_SRC))
+# The in-memory transport plays the network for fuzz_peerauth.
+FUZZ_OBJ    := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC) $(DAEMON_SRC) \
+                 tests/unit/support/memtransport.c)
 FUZZ_BASE   := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ $(INCLUDES) $(PKG_CFLAGS) \
                -fno-sanitize-recover=undefined
 # The daemon's sources are compiled once for all harnesses (instrumented, without libFuzzer's
