@@ -1046,7 +1046,8 @@ static int validate_file(struct conf_parse *ps, struct hak_config *cfg,
 	/* Last: a file with another mistake says that one first. */
 	i = 0;
 	for (const struct conf_block *c = root->children; c; c = c->next)
-		if (strcmp(c->type, "volume") == 0 && check_auth(ps, cfg, c, &cfg->volumes[i++]) < 0)
+		if (strcmp(c->type, "volume") == 0 &&
+		    check_auth(ps, cfg, c, &cfg->volumes[i++]) < 0)
 			return -1;
 	return 0;
 }
