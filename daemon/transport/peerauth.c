@@ -287,7 +287,9 @@ static int pa_start(struct pa_conn *k)
 	}
 	tstream_peer_name(k->s, k->from, sizeof(k->from));
 	tstream_set_owner(k->s, &pa_stream_ops, k);
-	k->s->max_payload = WIRE_AUTH_CHAL_SIZE;
+	/* Room for a HELLO, the first frame of a peer set to insecure-no-auth, so its refusal can
+	 * say why; nothing larger until the exchange is over. */
+	k->s->max_payload = WIRE_HELLO_SIZE;
 	uint8_t chal[WIRE_AUTH_CHAL_SIZE];
 	peerauth_chal_encode(chal, k->l ? PA_ACCEPTOR : PA_CONNECTOR, k->nonce);
 	if (tstream_send_small(k->s, WIRE_AUTH_CHALLENGE, 0, chal, sizeof(chal)) < 0)

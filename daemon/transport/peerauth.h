@@ -19,8 +19,9 @@
  *
  * tlistener_open() and tconnect_start() run it when their params carry a struct tauth: accepted()
  * sees only streams that authenticated, done() only an authenticated stream or err EACCES
- * (refused) / ETIMEDOUT (no answer in time). Until then a connection may send nothing but these
- * two small frames, for at most `timeout` seconds, and a listener keeps at most `max_pending`
+ * (refused) / ETIMEDOUT (no answer in time). Until then a connection may send only these two
+ * small frames (anything else, and any frame larger than a HELLO, is refused before a buffer is
+ * allocated for it), for at most `timeout` seconds, and a listener keeps at most `max_pending`
  * of them (`max_per_source` from one address).
  *
  * This proves who is at the other end when the connection starts. Without TLS, whoever can
