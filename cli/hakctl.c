@@ -211,6 +211,14 @@ static void print_volume(json_t *v)
 		printf("  FORCED: the data comes from a forced promotion; writes %s acknowledged "
 		       "before it may be missing\n",
 		       json_string_value(json_object_get(r, "peer")));
+	const char *auth = json_string_value(json_object_get(r, "auth"));
+	if (auth && strcmp(auth, "none") == 0)
+		printf(
+		    "  NOT AUTHENTICATED (insecure-no-auth): whoever reaches the replication port "
+		    "can read and write this volume\n");
+	else if (geti(r, "auth_refused") > 0)
+		printf("  peer authentication: %lld connections refused (see the log)\n",
+		       (long long)geti(r, "auth_refused"));
 	const char *lr = json_string_value(json_object_get(r, "last_refusal"));
 	if (lr)
 		printf("  last refusal: %s\n", lr);

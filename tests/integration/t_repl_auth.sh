@@ -166,6 +166,8 @@ grep -q 'is not authenticated (insecure-no-auth)' "$WORK/alpha.log" ||
 wait_for "tail -n +$((mark + 1)) '$WORK/beta.log' | grep -q 'it sent a frame of type HELLO where the authentication exchange expects its challenge (is it set to insecure-no-auth?)'" 8 ||
 	fail "no-key: beta did not say why: $(tail -n +$((mark + 1)) "$WORK/beta.log")"
 assert_eq "$(repl alpha auth)" none "alpha's auth in status"
+assert_contains "$(hk alpha status)" "NOT AUTHENTICATED (insecure-no-auth)" "alpha's hakctl status"
+assert_contains "$(hk beta status)" "peer authentication: " "beta's hakctl status"
 [[ $(repl beta link) != Connected ]] || fail "no-key: beta connected to an unauthenticated alpha"
 node_stop alpha
 node_stop beta
