@@ -1325,6 +1325,8 @@ static int repl_open_auth(struct repl *r, char *err, size_t errlen)
 	if (keyfile_load(path, "replication key", key, err, errlen) < 0)
 		goto out;
 	peerauth_init(r->auth, key, r->p.self->name, r->p.peer->name, r->name);
+	r->auth->key_file = path;
+	peerauth_refresh_key(r->auth); /* records the file's stamp: a later change is a rotation */
 	r->auth->timeout = handshake_limit(r);
 	rc = 0;
 out:

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "lib/buf.h"
 #include "lib/endian.h"
@@ -68,6 +69,49 @@ void peerauth_init(struct tauth *a, const struct key_bytes *key, const char *sel
 	a->timeout = 5.0;
 	a->max_pending = 16;
 	a->max_per_source = 4;
+}
+
+int peerauth_refresh_key(struct tauth *a)
+{
+	struct stat st;
+	char err[300];
+	int rc = 0;
+	if (!a->key_file)
+		return 0;
+	if (stat(a->key_file, &st) < 0) {
+		log_msg(LOG_LVL_WARN,
+		        "Volume %s: cannot check the replication key file %s (%s); the key read "
+		        "before stays in use.",
+		        a->volume, a->key_file, strerror(errno));
+		return -1;
+	}
+	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	if ((uint64_t)st.st_ino == a->key_stamp.ino && (uint64_t)st.st_size == a->key_stamp.size &&
+	    mt == a->key_stamp.mtime_ns)
+		return 0;
+	struct key_bytes *k = malloc(sizeof(*k));
+	if (!k || keyfile_load(a->key_file, "replication key", k, err, sizeof(err)) < 0) {
+		log_msg(LOG_LVL_WARN, "Volume %s: %s The key read before stays in use.", a->volume,
+		        k ? err : "Out of memory reading the replication key.");
+		rc = -1;
+	} else {
+		bool first = a->key_stamp.ino == 0 && a->key_stamp.mtime_ns == 0;
+		rc = first || a->key.len != k->len || CRYPTO_memcmp(a->key.bytes, k->bytes, k->len);
+		a->key = *k;
+		a->key_stamp.ino = (uint64_t)st.st_ino;
+		a->key_stamp.size = (uint64_t)st.st_size;
+		a->key_stamp.mtime_ns = mt;
+		if (rc && !first)
+			log_msg(LOG_LVL_NOTICE,
+			        "Volume %s: the replication key file %s changed; new connections "
+			        "authenticate with the new key.",
+			        a->volume, a->key_file);
+		rc = rc && !first;
+	}
+	if (k)
+		OPENSSL_cleanse(k, sizeof(*k));
+	free(k);
+	return rc;
 }
 
 void peerauth_mac(const struct tauth *a, uint8_t role, const uint8_t chal[WIRE_AUTH_NONCE],
@@ -281,6 +325,7 @@ static void pa_error(void *ctx, struct tstream *s, const char *why)
 /* Start the exchange on k->s: take its frames, limit them, send our challenge, start the clock. */
 static int pa_start(struct pa_conn *k)
 {
+	peerauth_refresh_key(k->a);
 	if (RAND_bytes(k->nonce, sizeof(k->nonce)) != 1) {
 		errno = EIO;
 		return -1;

@@ -38,6 +38,15 @@
 
 struct tauth {
 	struct key_bytes key;
+	/* Where the key came from, or NULL. It is read again when the file changed (another inode,
+	 * size or mtime) before each new connection, so a key is rotated by replacing the file on
+	 * both nodes, without a restart: connections already up are not affected. A file that no
+	 * longer loads keeps the old key, with a warning. */
+	const char *key_file;
+	struct {
+		uint64_t ino, size;
+		int64_t mtime_ns;
+	} key_stamp;
 	char self[WIRE_NAME_MAX + 1]; /* this node's name */
 	char peer[WIRE_NAME_MAX + 1]; /* the only node allowed at the other end */
 	char volume[WIRE_NAME_MAX + 1];
@@ -55,6 +64,9 @@ struct tauth {
 /* Fill a with defaults (timeout 5 s, 16 pending, 4 per source) for these names and key. */
 void peerauth_init(struct tauth *a, const struct key_bytes *key, const char *self, const char *peer,
                    const char *volume);
+/* Read a->key_file if it changed since the last load (see key_file). 1 when the key changed, 0
+ * when not, -1 (logged) when the file does not load (the key stays). */
+int peerauth_refresh_key(struct tauth *a);
 /* MAC(role, challenge, own nonce, sender, receiver) of the exchange above. */
 void peerauth_mac(const struct tauth *a, uint8_t role, const uint8_t chal[WIRE_AUTH_NONCE],
                   const uint8_t own[WIRE_AUTH_NONCE], const char *sender, const char *receiver,

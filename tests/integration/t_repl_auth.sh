@@ -8,6 +8,8 @@
 #   3. a client replaying a recorded exchange (authenticated once, then the same answer to a new
 #      challenge);
 #   4. a client that connects and never speaks;
+# then the key file is replaced: the connection stays, the next one uses the new key, and the old
+# key is refused.
 # each is refused with a log line naming the reason, while the pair stays Connected (no lost
 # connection, no resync) and beta's data and generation IDs are unchanged.
 #   5. a man-in-the-middle: alpha reaches beta through a proxy in beta's namespace that flips one
@@ -103,6 +105,23 @@ assert_eq "$(repl beta resyncs_completed)" "$rs0" "resyncs during the attacks"
 assert_eq "$(sha256sum <"$(backing beta)")" "$sha_b0" "beta's data after the attacks"
 assert_eq "$(gens beta)" "$gen_b0" "beta's generation IDs after the attacks"
 log "1-4: every stranger refused ($((refused - refused0)) refusals), the pair stayed Connected, beta unchanged"
+
+# Rotation: a new key file (both nodes read the same path here) leaves the connection alone; the
+# next connection authenticates with the new key, and the old key no longer opens one.
+cp "$WORK/repl.key" "$WORK/old.key"
+(umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/repl.key.new")
+mv "$WORK/repl.key.new" "$WORK/repl.key"
+sleep 0.5
+assert_eq "$(repl alpha link)/$(repl beta link)" "Connected/Connected" "rotation: the links after the new key"
+mark=$(wc -l <"$WORK/beta.log")
+hk alpha disconnect db >/dev/null || fail "disconnect on alpha failed"
+hk alpha connect db >/dev/null || fail "connect on alpha failed"
+wait_synced 30
+tail -n +$((mark + 1)) "$WORK/beta.log" | grep -q 'the replication key file .* changed; new connections authenticate with the new key' ||
+	fail "rotation: beta did not log the new key"
+attack old-key 1 "failed to authenticate: its answer does not prove it is node 'alpha'" \
+	--scenario handshake-only --key "$WORK/old.key"
+log "rotation: the pair reconnected with the new key; the old one is refused"
 
 # 5. A man in the middle that flips one byte of the first connection's exchange: alpha (the
 # connector) reaches beta at 192.0.2.3, where a proxy forwards to 192.0.2.2.

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lib/buf.h"
 #include "support/memtransport.h"
@@ -370,6 +372,46 @@ START_TEST(mac_binds_everything)
 }
 END_TEST
 
+static void write_key(const char *path, const char *text)
+{
+	char tmp[256];
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	FILE *f = fopen(tmp, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	ck_assert_int_eq(chmod(tmp, 0600), 0);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* A key is rotated by replacing its file: read again when it changed, kept when the new one
+ * does not load. */
+START_TEST(key_file_rotation)
+{
+	char dir[] = "/tmp/hak-peerauth-XXXXXX", path[300];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/repl.key", dir);
+	write_key(path, "the first key of the pair\n");
+	struct tauth a;
+	struct key_bytes none = {.len = 0};
+	peerauth_init(&a, &none, "alpha", "beta", "db");
+	a.key_file = path;
+	ck_assert_int_eq(peerauth_refresh_key(&a), 0); /* the first load is no rotation */
+	ck_assert_uint_eq(a.key.len, strlen("the first key of the pair"));
+	ck_assert_int_eq(peerauth_refresh_key(&a), 0); /* unchanged */
+	write_key(path, "the second key of the pair\n");
+	ck_assert_int_eq(peerauth_refresh_key(&a), 1);
+	ck_assert_mem_eq(a.key.bytes, "the second key of the pair", a.key.len);
+	write_key(path, "short\n"); /* too short to be a key: the old one stays */
+	ck_assert_int_eq(peerauth_refresh_key(&a), -1);
+	ck_assert_mem_eq(a.key.bytes, "the second key of the pair", a.key.len);
+	unlink(path);
+	ck_assert_int_eq(peerauth_refresh_key(&a), -1);
+	ck_assert_mem_eq(a.key.bytes, "the second key of the pair", a.key.len);
+	rmdir(dir);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("peerauth");
@@ -383,6 +425,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(tc, connector_exchange, 0, 2);
 	tcase_add_test(tc, connector_cancel);
 	tcase_add_test(tc, mac_binds_everything);
+	tcase_add_test(tc, key_file_rotation);
 	suite_add_tcase(s, tc);
 	return s;
 }
