@@ -1,6 +1,9 @@
 #!/bin/bash
 # Install the Debian packages hak needs to build, test, benchmark and run the demo.
 # Does nothing (and needs no network) when everything is already installed.
+#   scripts/deps.sh           what make check, make demo and the benches need
+#   scripts/deps.sh --guest   also a stock kernel and QEMU for tests/guest/guest.sh (the nbd,
+#                             tls and rdma_rxe modules this machine's kernel lacks)
 set -euo pipefail
 
 PACKAGES=(
@@ -17,6 +20,9 @@ PACKAGES=(
 	# bench/pgbench.sh: QEMU's mirror to compare with (qemu-storage-daemon) and its chart
 	qemu-system-common gnuplot-nox
 )
+if [[ ${1:-} == --guest ]]; then
+	PACKAGES+=(qemu-system-x86 linux-image-amd64 busybox-static)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
