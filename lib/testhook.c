@@ -6,7 +6,7 @@
 
 #include "log.h"
 
-static unsigned long corrupt_every, corrupt_seen, refuse_direct;
+static unsigned long corrupt_every, corrupt_seen, refuse_direct, refuse_fallocate;
 
 /* The positive number in environment variable name, or 0 (unset, or said why it is ignored). */
 static unsigned long env_count(const char *name)
@@ -35,6 +35,15 @@ void testhook_init(void)
 		log_warn("Test hook armed: the first %lu direct resync writes are refused "
 		         "before they are written.",
 		         refuse_direct);
+	refuse_fallocate = env_count("HAK_TEST_NO_FALLOCATE");
+	if (refuse_fallocate)
+		log_warn("Test hook armed: the peer's punch and zero-range requests fail as "
+		         "unsupported.");
+}
+
+bool testhook_refuse_fallocate(void)
+{
+	return refuse_fallocate != 0;
 }
 
 bool testhook_corrupt(uint8_t *data, size_t len)

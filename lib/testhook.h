@@ -11,6 +11,8 @@
  *   HAK_TEST_DIRECT_EINVAL=N   refuse the first N direct (O_DIRECT) resync writes with EINVAL
  *                              before they reach the disk (what a backing store whose direct
  *                              I/O rules are stricter than 4 KiB alignment does).
+ *   HAK_TEST_NO_FALLOCATE=1    the peer's punch and zero-range requests fail with EOPNOTSUPP
+ *                              before they reach the store (a device without discard).
  */
 #ifndef HAK_TESTHOOK_H
 #define HAK_TESTHOOK_H
@@ -34,6 +36,8 @@ void testhook_init(void);
 bool testhook_corrupt(uint8_t *data, size_t len);
 /* True while a direct write is to be refused. */
 bool testhook_refuse_direct(void);
+/* True when punch / zero-range requests are to fail as unsupported. */
+bool testhook_refuse_fallocate(void);
 #else
 static inline void testhook_init(void)
 {
@@ -45,6 +49,10 @@ static inline bool testhook_corrupt(uint8_t *data, size_t len)
 	return false;
 }
 static inline bool testhook_refuse_direct(void)
+{
+	return false;
+}
+static inline bool testhook_refuse_fallocate(void)
 {
 	return false;
 }

@@ -89,11 +89,58 @@ static void apply_io_init(struct repl *r, struct apply *a, enum io_op op)
 	volume_io_prep(r->p.vol, &a->io, op, a->off, a->len, NULL, apply_done, a);
 }
 
+/* Stages of an apply after its first I/O. */
+enum { AS_FIRST = 0, AS_FLUSH = 1, AS_ZEROES = 2 };
+
+/*
+ * The store cannot punch or zero a range (a block device without discard, a file system without
+ * fallocate modes): for a ZERO, and a resync run that is a hole at the source, write zeroes
+ * instead, so both copies still read the same. A TRIM stays advisory. a->zero_pos is the next
+ * byte; false once the whole range is written.
+ */
+static bool apply_zeroes_next(struct repl *r, struct apply *a)
+{
+	size_t chunk;
+	const void *z = volume_zeroes(&chunk);
+	uint64_t end = a->off + a->len;
+	if (a->zero_pos >= end)
+		return false;
+	uint64_t n = end - a->zero_pos < chunk ? end - a->zero_pos : chunk;
+	volume_io_prep(r->p.vol, &a->io, IO_OP_WRITE, a->zero_pos, n, (void *)z, apply_done, a);
+	if (!r->p.vcfg->direct_io)
+		a->io.flags |= IO_F_BUFFERED;
+	a->zero_pos += n;
+	io_submit(r->p.io, &a->io);
+	return true;
+}
+
+static bool fallocate_unsupported(int err)
+{
+	return err == EOPNOTSUPP || err == ENOTSUP || err == EINVAL;
+}
+
 static void apply_done(struct io_req *req)
 {
 	struct apply *a = req->data;
 	struct repl *r = a->r;
 	int err = req->res < 0 ? (int)-req->res : 0;
+
+	if (a->stage == AS_FIRST && a->type != WIRE_TRIM && fallocate_unsupported(err) &&
+	    (a->io.op == IO_OP_PUNCH || a->io.op == IO_OP_ZERO)) {
+		if (!r->zero_fallback_logged) {
+			r->zero_fallback_logged = true;
+			repl_log(r, LOG_LVL_NOTICE,
+			         "The backing store cannot %s a range (%s): zeroed ranges from the "
+			         "peer are written as zeroes from now on.",
+			         a->io.op == IO_OP_PUNCH ? "punch" : "zero", strerror(err));
+		}
+		a->stage = AS_ZEROES;
+		a->zero_pos = a->off;
+		apply_zeroes_next(r, a);
+		return;
+	}
+	if (a->stage == AS_ZEROES && !err && apply_zeroes_next(r, a))
+		return;
 
 	if (err == EINVAL && a->bulk) {
 		/* Aligned and still refused (a device with larger sectors, a filesystem without
@@ -104,9 +151,10 @@ static void apply_done(struct io_req *req)
 		io_submit(r->p.io, &a->io);
 		return;
 	}
-	if (!err && a->stage == 0 && (a->flags & WIRE_F_FUA) && a->io.op != IO_OP_WRITE) {
+	if (!err && a->stage != AS_FLUSH && (a->flags & WIRE_F_FUA) &&
+	    (a->io.op != IO_OP_WRITE || a->stage == AS_ZEROES)) {
 		/* TRIM/ZERO with FUA: make it durable before the ack. */
-		a->stage = 1;
+		a->stage = AS_FLUSH;
 		volume_io_prep(r->p.vol, &a->io, IO_OP_FDATASYNC, 0, 0, NULL, apply_done, a);
 		io_submit(r->p.io, &a->io);
 		return;
@@ -209,6 +257,11 @@ static void apply_start(struct repl *r, struct apply *a)
 	default:
 		a->io.op = (a->flags & WIRE_F_NO_HOLE) ? IO_OP_ZERO : IO_OP_PUNCH;
 		break;
+	}
+	if ((a->io.op == IO_OP_PUNCH || a->io.op == IO_OP_ZERO) && testhook_refuse_fallocate()) {
+		a->io.res = -EOPNOTSUPP; /* as a store without fallocate modes */
+		apply_done(&a->io);
+		return;
 	}
 	io_submit(r->p.io, &a->io);
 }

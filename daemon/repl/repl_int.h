@@ -92,6 +92,7 @@ struct apply {
 	bool bulk;     /* written through volume_bulk_fd() */
 	uint64_t conn; /* repl.conn_seq when it arrived */
 	int stage;
+	uint64_t zero_pos; /* AS_ZEROES: the next byte to write (apply.c) */
 	struct io_req io;
 };
 
@@ -208,6 +209,7 @@ struct repl {
 	struct al_io *alio; /* NULL: no activity log */
 	bool want_connect;
 	bool split_brain;
+	bool zero_fallback_logged; /* apply.c wrote zeroes for an unsupported punch (once) */
 	char last_refusal[512];
 	bool initiator;
 	struct tlistener *listener; /* the acceptor's; NULL on the connecting side */

@@ -153,6 +153,12 @@ static void vol_write_zeroes_next(struct vol_io *vio)
 	vio->zero_pos += n;
 }
 
+const void *volume_zeroes(size_t *len)
+{
+	*len = ZERO_CHUNK;
+	return zero_buf;
+}
+
 /* TRIM and WRITE_ZEROES: fallocate first, fall back as the request's flags allow. */
 static void vol_zero_done(struct vol_io *vio, int64_t res)
 {

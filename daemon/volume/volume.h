@@ -138,6 +138,9 @@ void volume_io_prep(const struct volume *vol, struct io_req *req, enum io_op op,
  * offset, length and buffer); -1 on a direct-io volume (its own fd is direct) or when there is
  * none. */
 int volume_bulk_fd(const struct volume *vol);
+/* A page-aligned buffer of zeroes, *len bytes (1 MiB), valid while any volume exists: what a
+ * store that cannot punch or zero a range gets written instead. */
+const void *volume_zeroes(size_t *len);
 /* A write on volume_bulk_fd() failed with err although aligned: stop using it (logged once). */
 void volume_bulk_refused(struct volume *vol, int err);
 /* Limit the exported size (internal metadata occupies the tail of the backing store). */
