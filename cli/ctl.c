@@ -2,19 +2,45 @@
 #include "ctl.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "conf/config.h"
 #include "lib/usock.h"
+
+/* The group whose members may connect to sock: the socket file's, when it is open to a group
+ * other than root's; else the default control-group (the file may be out of sight, in a
+ * directory closed to us, or root-only because hakd found no such group). */
+static void ctl_group(const char *sock, char *name, size_t len)
+{
+	struct group gr, *res = NULL;
+	struct stat st;
+	char buf[4096];
+
+	snprintf(name, len, "%s", HAK_DEFAULT_CONTROL_GROUP);
+	if (stat(sock, &st) == 0 && st.st_gid != 0 && (st.st_mode & S_IWGRP) &&
+	    getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &res) == 0 && res)
+		snprintf(name, len, "%s", res->gr_name);
+}
 
 int ctl_connect(const char *sock)
 {
 	int fd = usock_connect(sock);
+	char group[64];
 
-	if (fd < 0 && errno == ENAMETOOLONG)
+	if (fd < 0 && errno == EACCES) {
+		ctl_group(sock, group, sizeof(group));
+		fprintf(stderr,
+		        "hakctl: permission denied on hakd's control socket %s for uid %u: run "
+		        "hakctl as root, or as a member of group %s for the read-only commands "
+		        "(status, events, version).\n",
+		        sock, (unsigned)getuid(), group);
+	} else if (fd < 0 && errno == ENAMETOOLONG)
 		fprintf(stderr, "hakctl: control socket path %s is too long.\n", sock);
 	else if (fd < 0)
 		fprintf(stderr, "hakctl: cannot reach hakd at %s: %s. Is hakd running?\n", sock,
