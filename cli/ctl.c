@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <grp.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,19 +14,31 @@
 #include "conf/config.h"
 #include "lib/usock.h"
 
-/* The group whose members may connect to sock: the socket file's, when it is open to a group
- * other than root's; else the default control-group (the file may be out of sight, in a
- * directory closed to us, or root-only because hakd found no such group). */
-static void ctl_group(const char *sock, char *name, size_t len)
+/* The group of path when bits open it to a group other than root's: 0, or -1. */
+static int ctl_path_group(const char *path, mode_t bits, char *name, size_t len)
 {
 	struct group gr, *res = NULL;
 	struct stat st;
 	char buf[4096];
 
-	snprintf(name, len, "%s", HAK_DEFAULT_CONTROL_GROUP);
-	if (stat(sock, &st) == 0 && st.st_gid != 0 && (st.st_mode & S_IWGRP) &&
-	    getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &res) == 0 && res)
-		snprintf(name, len, "%s", res->gr_name);
+	if (stat(path, &st) < 0 || st.st_gid == 0 || (st.st_mode & bits) != bits ||
+	    getgrgid_r(st.st_gid, &gr, buf, sizeof(buf), &res) != 0 || !res)
+		return -1;
+	snprintf(name, len, "%s", res->gr_name);
+	return 0;
+}
+
+/* The group whose members may connect to sock: the socket file's when we can see it, else its
+ * directory's (hakd gives a closed directory to the control group), else the default
+ * control-group (the socket may be root-only because hakd found no such group). */
+static void ctl_group(const char *sock, char *name, size_t len)
+{
+	char *copy = strdup(sock);
+
+	if (ctl_path_group(sock, S_IWGRP, name, len) < 0 &&
+	    (!copy || ctl_path_group(dirname(copy), S_IXGRP, name, len) < 0))
+		snprintf(name, len, "%s", HAK_DEFAULT_CONTROL_GROUP);
+	free(copy);
 }
 
 int ctl_connect(const char *sock)
