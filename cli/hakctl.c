@@ -71,6 +71,9 @@ static void usage(FILE *f)
 	    "                             it: ssh -L /tmp/peer.ctl:/run/hak/hakd.sock PEER\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
+	    "status, events and version only read: members of hakd's control-group may run\n"
+	    "them. Every other command that talks to hakd changes its state and needs root.\n"
+	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
 	    "  --config FILE     configuration for create-md/dump-md (default /etc/hak/hak.conf)\n"
 	    "  --node NAME       which node this is, for create-md/dump-md\n",
