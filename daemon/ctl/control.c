@@ -274,15 +274,15 @@ static int client_process(struct ctl_client *cl)
 			return 0;
 		size_t len = (size_t)(nl - cl->in);
 		const struct ctl_cmd *sc = stream_cmd(cl->ctl, cl->in, len);
-		if (sc && !(cl->out = level_refusal(cl->ctl, sc, &cl->who))) {
+		if (!sc) {
+			cl->out = control_handle_line(cl->ctl, &cl->who, cl->in, len);
+		} else if (!(cl->out = level_refusal(cl->ctl, sc, &cl->who))) {
 			char err[256] = "";
 			if (sc->stream(sc->ctx, cl->fd, err, sizeof(err)) == 0) {
 				client_release(cl, true);
 				return 1;
 			}
 			cl->out = reply_error("%s", err[0] ? err : "The command failed.");
-		} else if (!sc) {
-			cl->out = control_handle_line(cl->ctl, &cl->who, cl->in, len);
 		}
 		memmove(cl->in, nl + 1, cl->in_len - len - 1);
 		cl->in_len -= len + 1;
@@ -494,7 +494,7 @@ static void group_share(struct control *ctl, gid_t gid)
 	char err[512];
 
 	if (ctlperm_share_socket(ctl->path, gid, err, sizeof(err)) < 0) {
-		log_warn("%s The control socket stays root-only.", err);
+		log_warn("%s The control socket stays mode 0600, for its owner only.", err);
 		return;
 	}
 	if (ctlperm_share_dir(ctl->path, gid, ctl->group, err, sizeof(err)) < 0) {
