@@ -66,7 +66,7 @@ json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 	char *line = NULL, *buf = NULL;
 	size_t len = 0, cap = 0;
 	json_t *resp = NULL;
-	int fd = -1;
+	int fd = -1, send_err = 0;
 
 	*exit_code = EXIT_UNREACHABLE;
 	fd = ctl_connect(sock);
@@ -77,10 +77,11 @@ json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 		goto out;
 	size_t n = strlen(line);
 	line[n] = '\n'; /* json_dumps leaves room only for the NUL; reuse it for the newline */
-	if (send(fd, line, n + 1, MSG_NOSIGNAL) != (ssize_t)(n + 1)) {
-		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
-		goto out;
-	}
+	/* A client hakd does not let in gets one error line and is closed, maybe before the
+	 * request went out: the line is still there to read, so a failed send is reported only
+	 * when no answer follows. */
+	if (send(fd, line, n + 1, MSG_NOSIGNAL) != (ssize_t)(n + 1))
+		send_err = errno ? errno : EIO;
 	for (;;) {
 		if (len + 4096 > cap) {
 			cap = cap ? cap * 2 : 65536;
@@ -90,6 +91,11 @@ json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 			buf = nb;
 		}
 		ssize_t r = read(fd, buf + len, cap - len);
+		if (r <= 0 && send_err) {
+			fprintf(stderr, "hakctl: sending to hakd failed: %s.\n",
+			        strerror(send_err));
+			goto out;
+		}
 		if (r <= 0) {
 			fprintf(stderr, "hakctl: hakd closed the connection without an answer.\n");
 			goto out;
