@@ -6,7 +6,8 @@
 # gives the socket (0660) and its directory to the group; root runs status and an admin command
 # (group start); the member runs status and events and gets the exact refusal for admin commands
 # (group stop, primary) while the group stays started; the outsider cannot connect and hakctl
-# says who may. Then a control-group the host does not have: the socket stays 0600, hakd starts
+# says who may, and with the directory and socket opened to everyone by mistake hakd itself
+# refuses it. Then a control-group the host does not have: the socket stays 0600, hakd starts
 # and logs one warning naming the key; without the key, the same for the default group hak when
 # this host has none.
 # shellcheck source=tests/integration/lib.sh
@@ -136,15 +137,33 @@ sleep 0.5
 assert_eq "$(gstate)" started "group state after the member's refused stop"
 [[ -f $WORK/app.up ]] || fail "the member's refused stop stopped the resource"
 
-# The outsider: the socket's mode keeps it out, and hakctl says who may connect.
+# The outsider: the socket's directory (0710, the group's) keeps it out, and hakctl says who may
+# connect, naming the directory's group as it cannot see the socket.
 rc=0
 as "$U_OUT" "$HAKCTL" --control "$CTL" status >"$WORK/out-status.out" 2>&1 || rc=$?
 assert_eq "$rc" 2 "outsider: exit status of hakctl status"
 assert_eq "$(cat "$WORK/out-status.out")" "hakctl: permission denied on hakd's control socket $CTL for uid \
 $UID_OUT: run hakctl as root, or as a member of group $GRP for the read-only commands (status, events, version)." \
 	"outsider: hakctl status"
+# With the directory open to all, the socket's mode (0660) still keeps it out; with both opened up
+# by mistake, hakd itself turns the outsider away.
+chmod 0711 "$RUN"
+rc=0
+as "$U_OUT" "$HAKCTL" --control "$CTL" status >"$WORK/out-status1.out" 2>&1 || rc=$?
+assert_eq "$rc" 2 "outsider through an open directory: exit status of hakctl status"
+assert_contains "$(cat "$WORK/out-status1.out")" "permission denied on hakd's control socket $CTL for uid $UID_OUT: run hakctl as root, or as a member of group $GRP"
 grep -q "Refused control client uid $UID_OUT" "$WORK/hakd.log" &&
 	fail "hakd saw the outsider: the socket mode should have kept it out"
+chmod 0666 "$CTL"
+rc=0
+as "$U_OUT" "$HAKCTL" --control "$CTL" status >"$WORK/out-status2.out" 2>&1 || rc=$?
+chmod 0660 "$CTL"
+chmod 0710 "$RUN"
+assert_eq "$rc" 3 "outsider on a 0666 socket: exit status of hakctl status"
+assert_eq "$(cat "$WORK/out-status2.out")" "hakctl: hakd refused: uid $UID_OUT may not use hakd's control \
+socket: only root may, and the members of group '$GRP' for the read-only commands." \
+	"outsider on a 0666 socket: hakctl status"
+grep -q "Refused control client uid $UID_OUT" "$WORK/hakd.log" || fail "hakd did not log the refused outsider"
 
 # Root's admin command is still served; the member's event stream sees its effect.
 hk group stop g >/dev/null || fail "root: hakctl group stop g failed"
