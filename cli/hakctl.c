@@ -446,7 +446,10 @@ static int events_connect(const struct cli *c)
 
 	if (fd < 0)
 		return -1;
-	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
+	/* EPIPE: hakd turned this client away before the request went out; the reason is the
+	 * first line to read, as for any answer. */
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1) &&
+	    errno != EPIPE) {
 		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
 		close(fd);
 		return -1;

@@ -157,8 +157,12 @@ grep -q "Refused control client uid $UID_OUT" "$WORK/hakd.log" &&
 chmod 0666 "$CTL"
 rc=0
 as "$U_OUT" "$HAKCTL" --control "$CTL" status >"$WORK/out-status2.out" 2>&1 || rc=$?
+rc_ev=0
+as "$U_OUT" timeout 10 "$HAKCTL" --control "$CTL" events --count 1 --timeout 5 >"$WORK/out-events.out" 2>&1 || rc_ev=$?
 chmod 0660 "$CTL"
 chmod 0710 "$RUN"
+assert_eq "$rc_ev" 3 "outsider on a 0666 socket: exit status of hakctl events"
+assert_contains "$(cat "$WORK/out-events.out")" "hakctl: hakd refused: uid $UID_OUT may not use hakd's control socket"
 assert_eq "$rc" 3 "outsider on a 0666 socket: exit status of hakctl status"
 assert_eq "$(cat "$WORK/out-status2.out")" "hakctl: hakd refused: uid $UID_OUT may not use hakd's control \
 socket: only root may, and the members of group '$GRP' for the read-only commands." \
