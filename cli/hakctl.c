@@ -71,6 +71,9 @@ static void usage(FILE *f)
 	    "                             it: ssh -L /tmp/peer.ctl:/run/hak/hakd.sock PEER\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
+	    "status, events and version only read: members of hakd's control-group may run\n"
+	    "them. Every other command that talks to hakd changes its state and needs root.\n"
+	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
 	    "  --config FILE     configuration for create-md/dump-md (default /etc/hak/hak.conf)\n"
 	    "  --node NAME       which node this is, for create-md/dump-md\n",
@@ -451,7 +454,10 @@ static int events_connect(const struct cli *c)
 
 	if (fd < 0)
 		return -1;
-	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1)) {
+	/* EPIPE: hakd turned this client away before the request went out; the reason is the
+	 * first line to read, as for any answer. */
+	if (send(fd, req, sizeof(req) - 1, MSG_NOSIGNAL) != (ssize_t)(sizeof(req) - 1) &&
+	    errno != EPIPE) {
 		fprintf(stderr, "hakctl: sending to hakd failed: %s.\n", strerror(errno));
 		close(fd);
 		return -1;

@@ -661,20 +661,23 @@ static int hakd_start(struct hakd *d)
 			nbd_server_set_refuse(d->srvs[d->n], sl->refuse);
 		d->n++;
 	}
+	/* Only status and version just look; every other command changes something (resync
+	 * pause/resume and verify too: they start or hold I/O), so it needs an admin. */
 	if (control_create(d->loop, cfg->control_socket, &d->ctl) < 0 ||
-	    control_register(d->ctl, "status", cmd_status, d) < 0 ||
-	    control_register(d->ctl, "version", cmd_version, d) < 0 ||
+	    control_set_group(d->ctl, cfg->control_group, cfg->control_group_set) < 0 ||
+	    control_register(d->ctl, "status", CONTROL_READ, cmd_status, d) < 0 ||
+	    control_register(d->ctl, "version", CONTROL_READ, cmd_version, d) < 0 ||
 	    groupctl_create(d->loop, d->ctl, cfg, &d->groups) < 0 ||
-	    control_register(d->ctl, "resync", cmd_resync, d) < 0)
+	    control_register(d->ctl, "resync", CONTROL_ADMIN, cmd_resync, d) < 0)
 		return -1;
 	events_init(d->ctl);
 	static const char *const role_cmds[] = {"primary",    "secondary", "connect",
 	                                        "disconnect", "resolve",   "verify"};
 	for (size_t k = 0; k < sizeof(role_cmds) / sizeof(role_cmds[0]); k++)
-		if (control_register(d->ctl, role_cmds[k], cmd_role, d) < 0)
+		if (control_register(d->ctl, role_cmds[k], CONTROL_ADMIN, cmd_role, d) < 0)
 			return -1;
-	if (control_register(d->ctl, "detach", cmd_disk, d) < 0 ||
-	    control_register(d->ctl, "attach", cmd_disk, d) < 0)
+	if (control_register(d->ctl, "detach", CONTROL_ADMIN, cmd_disk, d) < 0 ||
+	    control_register(d->ctl, "attach", CONTROL_ADMIN, cmd_disk, d) < 0)
 		return -1;
 	return cluster_start(d);
 }

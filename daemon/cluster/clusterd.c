@@ -748,11 +748,11 @@ static int setup(struct clusterd *cd, char *err, size_t errlen)
 	}
 	static const char *const cmds[] = {"switchover", "standby", "unstandby", "failover"};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (control_register(cd->p.ctl, cmds[i], cmd_cluster, cd) < 0) {
+		if (control_register(cd->p.ctl, cmds[i], CONTROL_ADMIN, cmd_cluster, cd) < 0) {
 			snprintf(err, errlen, "Cannot register the cluster commands.");
 			return -1;
 		}
-	if (control_register(cd->p.ctl, "drill", cmd_drill, cd) < 0) {
+	if (control_register(cd->p.ctl, "drill", CONTROL_ADMIN, cmd_drill, cd) < 0) {
 		snprintf(err, errlen, "Cannot register the drill command.");
 		return -1;
 	}

@@ -104,7 +104,7 @@ int groupctl_create(struct ev_loop *loop, struct control *ctl, const struct hak_
 		gc->cfg[i] = gl->g[i];
 		gc->n++;
 	}
-	if (control_register(ctl, "group", groupctl_cmd, gc) < 0)
+	if (control_register(ctl, "group", CONTROL_ADMIN, groupctl_cmd, gc) < 0)
 		goto out;
 	*out = gc;
 	gc = NULL;

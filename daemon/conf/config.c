@@ -69,6 +69,8 @@ static int apply_node_address(struct conf_parse *ps, const struct conf_key *k,
                               const struct conf_value *v, void *base);
 static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
                           const struct conf_value *v, void *base);
+static int apply_control_group(struct conf_parse *ps, const struct conf_key *k,
+                               const struct conf_value *v, void *base);
 static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
                            const struct conf_value *v, void *base);
 static int apply_heartbeat_address(struct conf_parse *ps, const struct conf_key *k,
@@ -92,6 +94,8 @@ static int enum_sb_policy(const char *s, void *field)
 static const struct conf_key global_keys[] = {
     {"control-socket", CONF_PATH, CONF_SOCKET, 0, 0, GFIELD(control_socket), NULL, NULL,
      .doc = "the UNIX socket hakctl talks to"},
+    {"control-group", CONF_CUSTOM, 0, 0, 0, GFIELD(control_group), NULL, "a group name, like hak",
+     "the group whose members may run hakctl's read-only commands", .apply = apply_control_group},
     {"log-level", CONF_ENUM, 0, 0, 0, GFIELD(log_level), enum_log_level,
      "err, warn, notice, info, debug", .doc = "the least important messages logged"},
     {"io-engine", CONF_ENUM, 0, 0, 0, GFIELD(io_engine), enum_io_kind, "auto, uring, pool",
@@ -342,6 +346,25 @@ static int apply_hostname(struct conf_parse *ps, const struct conf_key *k,
 		    "or '.', as the 'hostname' command prints it.",
 		    k->key, v->text, n->name, CONFIG_HOSTNAME_MAX);
 	return conf_schema_set_string(ps, &n->hostname, v->text);
+}
+
+/* The name is checked here, not whether the group exists: that is hakd's business at start (it
+ * warns and keeps the socket root-only), and hakctl reads the same file on hosts without it. */
+static int apply_control_group(struct conf_parse *ps, const struct conf_key *k,
+                               const struct conf_value *v, void *base)
+{
+	struct hak_config *cfg = base;
+	size_t len = strlen(v->text);
+
+	if (len < 1 || len > HAK_GROUP_NAME_MAX || v->text[0] == '-' ||
+	    strspn(v->text, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+	        len)
+		return conf_parse_error(ps, v->line, v->col,
+		                        "Bad %s '%.80s'; use a group name of 1 to %u letters, "
+		                        "digits, '-', '_' or '.' that does not start with '-'.",
+		                        k->key, v->text, HAK_GROUP_NAME_MAX);
+	cfg->control_group_set = 1;
+	return conf_schema_set_string(ps, &cfg->control_group, v->text);
 }
 
 static int apply_meta_disk(struct conf_parse *ps, const struct conf_key *k,
@@ -1061,8 +1084,9 @@ struct hak_config *config_new_default(void)
 	if (!cfg)
 		return NULL;
 	cfg->control_socket = strdup(HAK_DEFAULT_CONTROL_SOCKET);
+	cfg->control_group = strdup(HAK_DEFAULT_CONTROL_GROUP);
 	cfg->state_dir = strdup(HAK_DEFAULT_STATE_DIR);
-	if (!cfg->control_socket || !cfg->state_dir) {
+	if (!cfg->control_socket || !cfg->control_group || !cfg->state_dir) {
 		config_free(cfg);
 		return NULL;
 	}
@@ -1214,6 +1238,7 @@ void config_free(struct hak_config *cfg)
 	free(cfg->volumes);
 	free(cfg->file);
 	free(cfg->control_socket);
+	free(cfg->control_group);
 	free(cfg->node_name);
 	free(cfg->state_dir);
 	free(cfg->cluster.auth_key_file);

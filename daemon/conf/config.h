@@ -25,6 +25,8 @@
 #include "sbpolicy.h"
 
 #define HAK_DEFAULT_CONTROL_SOCKET "/run/hak/hakd.sock"
+#define HAK_DEFAULT_CONTROL_GROUP  "hak"
+#define HAK_GROUP_NAME_MAX         32u /* useradd's limit for user and group names */
 #define HAK_DEFAULT_MAX_PAYLOAD    (32u << 20)
 #define HAK_DEFAULT_IO_DEPTH       256u
 #define HAK_DEFAULT_MAX_CLIENTS    64u
@@ -184,6 +186,9 @@ struct hak_config {
 	char *file;           /* the path it was loaded from (or the name given to config_parse);
 	                       * NULL for config_new_default() */
 	char *control_socket; /* global "control-socket" */
+	/* global "control-group": its members may run hakctl's read-only commands (default hak) */
+	char *control_group;
+	int control_group_set;      /* 1: "control-group" is written in the file (for messages) */
 	enum log_level log_level;   /* global "log-level" (default info) */
 	enum io_kind io_engine;     /* global "io-engine" auto|uring|pool (default auto) */
 	unsigned io_depth;          /* global "io-depth" 8..4096 (default 256) */

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ctlperm.h"
 #include "lib/log.h"
 #include "lib/usock.h"
 
@@ -20,6 +21,7 @@
 
 struct ctl_cmd {
 	const char *name;
+	enum control_level level;
 	control_handler fn;
 	control_stream_fn stream;
 	void *ctx;
@@ -27,6 +29,7 @@ struct ctl_cmd {
 
 struct ctl_client {
 	struct control *ctl;
+	struct control_caller who;
 	int fd;
 	ev_io rio, wio;
 	char *in;
@@ -39,6 +42,8 @@ struct ctl_client {
 struct control {
 	struct ev_loop *loop;
 	char *path;
+	char *group; /* whose members are CONTROL_READ clients; NULL: nobody's */
+	uid_t euid;  /* hakd's own user, an admin like root */
 	int lfd;
 	ev_io lio;
 	struct ctl_cmd cmds[MAX_CMDS];
@@ -127,7 +132,29 @@ static char *reply_error(const char *fmt, ...)
 	return r;
 }
 
-char *control_handle_line(struct control *ctl, const char *line, size_t len)
+/* The refusal of cmd for a caller below its level, or NULL when the caller may run it. */
+static char *level_refusal(const struct control *ctl, const struct ctl_cmd *cmd,
+                           const struct control_caller *who)
+{
+	char reads[256] = "";
+	size_t n = 0;
+
+	if (who->level >= cmd->level)
+		return NULL;
+	for (size_t i = 0; i < ctl->n_cmds && n < sizeof(reads); i++)
+		if (ctl->cmds[i].level == CONTROL_READ)
+			n += (size_t)snprintf(reads + n, sizeof(reads) - n, "%s%s", n ? ", " : "",
+			                      ctl->cmds[i].name);
+	log_notice("Refused command '%s' of control client uid %u: it changes hakd's state and "
+	           "the client may only read.",
+	           cmd->name, (unsigned)who->uid);
+	return reply_error("Command '%s' changes hakd's state and needs root; uid %u may run only "
+	                   "the read-only commands (%s).",
+	                   cmd->name, (unsigned)who->uid, reads[0] ? reads : "none");
+}
+
+char *control_handle_line(struct control *ctl, const struct control_caller *who, const char *line,
+                          size_t len)
 {
 	json_error_t jerr;
 	char err[512] = "";
@@ -146,6 +173,8 @@ char *control_handle_line(struct control *ctl, const char *line, size_t len)
 	for (size_t i = 0; i < ctl->n_cmds; i++) {
 		if (strcmp(ctl->cmds[i].name, cmd) != 0)
 			continue;
+		if ((out = level_refusal(ctl, &ctl->cmds[i], who)))
+			goto done;
 		if (ctl->cmds[i].stream) {
 			out = reply_error("Command '%.64s' streams and needs the control socket.",
 			                  cmd);
@@ -245,15 +274,15 @@ static int client_process(struct ctl_client *cl)
 			return 0;
 		size_t len = (size_t)(nl - cl->in);
 		const struct ctl_cmd *sc = stream_cmd(cl->ctl, cl->in, len);
-		if (sc) {
+		if (!sc) {
+			cl->out = control_handle_line(cl->ctl, &cl->who, cl->in, len);
+		} else if (!(cl->out = level_refusal(cl->ctl, sc, &cl->who))) {
 			char err[256] = "";
 			if (sc->stream(sc->ctx, cl->fd, err, sizeof(err)) == 0) {
 				client_release(cl, true);
 				return 1;
 			}
 			cl->out = reply_error("%s", err[0] ? err : "The command failed.");
-		} else {
-			cl->out = control_handle_line(cl->ctl, cl->in, len);
 		}
 		memmove(cl->in, nl + 1, cl->in_len - len - 1);
 		cl->in_len -= len + 1;
@@ -311,13 +340,73 @@ static void client_write_cb(struct ev_loop *loop, ev_io *w, int revents)
 		client_free(cl);
 }
 
+/* Tell a client that is not let in why, in one line (the socket is new: the line fits). */
+static void client_refuse(const struct control *ctl, int fd, const struct ctlperm_peer *p)
+{
+	char *msg;
+
+	log_warn("Refused control client uid %u (pid %d): it is neither root nor a member of group "
+	         "'%s'.",
+	         (unsigned)p->uid, (int)p->pid, ctl->group ? ctl->group : "(none configured)");
+	if (ctl->group)
+		msg =
+		    reply_error("uid %u may not use hakd's control socket: only root may, and the "
+		                "members of group '%s' for the read-only commands.",
+		                (unsigned)p->uid, ctl->group);
+	else
+		msg =
+		    reply_error("uid %u may not use hakd's control socket: only root may (hakd has "
+		                "no control group).",
+		                (unsigned)p->uid);
+	if (msg)
+		(void)!send(fd, msg, strlen(msg), MSG_NOSIGNAL | MSG_DONTWAIT);
+	free(msg);
+}
+
+/*
+ * Who the client on fd is: 0 with who filled in, or -1 when it may not use the socket (it was
+ * told why). The group is looked up at every connection, so a group created, renamed or given
+ * other members while hakd runs counts as it is now.
+ */
+static int client_identify(const struct control *ctl, int fd, struct control_caller *who)
+{
+	struct ctlperm_peer p;
+	gid_t gid;
+	int member = 0;
+
+	if (ctlperm_peer_get(fd, &p) < 0) {
+		log_warn("Cannot read the credentials of a control client: %s; closing it.",
+		         strerror(errno));
+		return -1;
+	}
+	who->uid = p.uid;
+	who->level = CONTROL_ADMIN;
+	if (p.uid == 0 || p.uid == ctl->euid)
+		return 0;
+	who->level = CONTROL_READ;
+	if (ctl->group && ctlperm_group_gid(ctl->group, &gid) == 0)
+		member = ctlperm_member(p.uid, p.gid, gid);
+	if (member < 0)
+		log_warn("Cannot read the groups of uid %u: %s; it is taken as no member of '%s'.",
+		         (unsigned)p.uid, strerror(errno), ctl->group);
+	if (member > 0)
+		return 0;
+	client_refuse(ctl, fd, &p);
+	return -1;
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct control *ctl = w->data;
+	struct control_caller who;
 	(void)revents;
 	int fd = accept4(ctl->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
+	if (client_identify(ctl, fd, &who) < 0) {
+		close(fd);
+		return;
+	}
 	struct ctl_client *cl = NULL;
 	if (ctl->n_clients >= CONTROL_MAX_CLIENTS || !(cl = calloc(1, sizeof(*cl))) ||
 	    !(cl->in = malloc(CONTROL_MAX_LINE))) {
@@ -329,6 +418,7 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	}
 	cl->ctl = ctl;
+	cl->who = who;
 	cl->fd = fd;
 	ev_io_init(&cl->rio, client_read_cb, fd, EV_READ);
 	ev_io_init(&cl->wio, client_write_cb, fd, EV_WRITE);
@@ -363,6 +453,7 @@ int control_create(struct ev_loop *loop, const char *path, struct control **out)
 	if (!ctl)
 		return -1;
 	ctl->loop = loop;
+	ctl->euid = geteuid();
 	ctl->lfd = -1;
 	if (!loop) {
 		/* Detached: requests only through control_handle_line() (tests, fuzzing). */
@@ -373,7 +464,7 @@ int control_create(struct ev_loop *loop, const char *path, struct control **out)
 	if (!ctl->path)
 		goto out;
 	mkdir_parent(path);
-	/* Root-only: the control socket can stop the service and move roles. */
+	/* Root-only until control_set_group() names who else may connect. */
 	ctl->lfd = usock_listen(path, 16);
 	if (ctl->lfd < 0) {
 		log_err("Cannot listen on control socket %s: %s.", path, strerror(errno));
@@ -397,8 +488,61 @@ out:
 	return rc;
 }
 
+/* Why a group that exists is not let in, logged; the socket stays (or goes back to) 0600. */
+static void group_share(struct control *ctl, gid_t gid)
+{
+	char err[512];
+
+	if (ctlperm_share_socket(ctl->path, gid, err, sizeof(err)) < 0) {
+		log_warn("%s The control socket stays mode 0600, for its owner only.", err);
+		return;
+	}
+	if (ctlperm_share_dir(ctl->path, gid, ctl->group, err, sizeof(err)) < 0) {
+		log_warn("%s", err);
+		return;
+	}
+	log_info("Control socket %s: root may run every command, the members of group '%s' "
+	         "(gid %u) the read-only ones.",
+	         ctl->path, ctl->group, (unsigned)gid);
+}
+
+int control_set_group(struct control *ctl, const char *group, bool configured)
+{
+	char *copy = strdup(group);
+	gid_t gid;
+
+	if (!copy)
+		return -1;
+	free(ctl->group);
+	ctl->group = copy;
+	if (!ctl->loop)
+		return 0;
+	if (ctlperm_group_gid(group, &gid) == 0) {
+		group_share(ctl, gid);
+	} else if (errno != ENOENT) {
+		log_warn("Cannot look up group '%s' (%s), so control socket %s stays root-only.",
+		         group, strerror(errno), ctl->path);
+	} else if (configured) {
+		log_warn(
+		    "Group '%s' set by control-group does not exist, so control socket %s stays "
+		    "root-only; create it (groupadd %s) or fix control-group, then restart hakd.",
+		    group, ctl->path, group);
+	} else {
+		log_warn(
+		    "Group '%s' does not exist, so control socket %s stays root-only; create it "
+		    "(groupadd %s) and restart hakd to let its members run the read-only hakctl "
+		    "commands.",
+		    group, ctl->path, group);
+	}
+	return 0;
+}
+
 static int cmd_add(struct control *ctl, struct ctl_cmd c)
 {
+	if (c.level != CONTROL_READ && c.level != CONTROL_ADMIN) {
+		errno = EINVAL;
+		return -1;
+	}
 	if (ctl->n_cmds == MAX_CMDS) {
 		errno = ENOSPC;
 		return -1;
@@ -407,14 +551,16 @@ static int cmd_add(struct control *ctl, struct ctl_cmd c)
 	return 0;
 }
 
-int control_register(struct control *ctl, const char *cmd, control_handler fn, void *ctx)
+int control_register(struct control *ctl, const char *cmd, enum control_level level,
+                     control_handler fn, void *ctx)
 {
-	return cmd_add(ctl, (struct ctl_cmd){cmd, fn, NULL, ctx});
+	return cmd_add(ctl, (struct ctl_cmd){cmd, level, fn, NULL, ctx});
 }
 
-int control_register_stream(struct control *ctl, const char *cmd, control_stream_fn fn, void *ctx)
+int control_register_stream(struct control *ctl, const char *cmd, enum control_level level,
+                            control_stream_fn fn, void *ctx)
 {
-	return cmd_add(ctl, (struct ctl_cmd){cmd, NULL, fn, ctx});
+	return cmd_add(ctl, (struct ctl_cmd){cmd, level, NULL, fn, ctx});
 }
 
 struct ev_loop *control_loop(const struct control *ctl)
@@ -434,5 +580,6 @@ void control_destroy(struct control *ctl)
 		unlink(ctl->path);
 	}
 	free(ctl->path);
+	free(ctl->group);
 	free(ctl);
 }

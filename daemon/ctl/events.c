@@ -184,7 +184,7 @@ void events_init(struct control *ctl)
 	if (!ctl || !control_loop(ctl))
 		return;
 	events_loop = control_loop(ctl);
-	if (control_register_stream(ctl, "events", events_subscribe, NULL) < 0)
+	if (control_register_stream(ctl, "events", CONTROL_READ, events_subscribe, NULL) < 0)
 		log_err("Cannot register the events command: %s.", strerror(errno));
 }
 

@@ -92,6 +92,7 @@ START_TEST(test_all_keys)
 	const char *text = "# comment line\n"
 	                   "global {\n"
 	                   "  control-socket /tmp/ctl.sock   # trailing comment\n"
+	                   "  control-group hak-ops_2.x\n"
 	                   "  log-level debug\n"
 	                   "  io-engine pool\n"
 	                   "  sched-policy normal\n"
@@ -123,6 +124,8 @@ START_TEST(test_all_keys)
 
 	ck_assert_str_eq(cfg->file, "t.conf");
 	ck_assert_str_eq(cfg->control_socket, "/tmp/ctl.sock");
+	ck_assert_str_eq(cfg->control_group, "hak-ops_2.x");
+	ck_assert_int_eq(cfg->control_group_set, 1);
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_DEBUG);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_POOL);
 	ck_assert_int_eq(cfg->sched_batch, 0);
@@ -131,7 +134,7 @@ START_TEST(test_all_keys)
 	ck_assert_uint_eq(cfg->n_volumes, 2);
 	a = &cfg->volumes[0];
 	ck_assert_str_eq(a->name, "web.1_a-b");
-	ck_assert_uint_eq(a->line, 11);
+	ck_assert_uint_eq(a->line, 12);
 	ck_assert_str_eq(a->backing, "/srv/disk with space.img");
 	ck_assert_str_eq(a->nbd_socket, "/run/w.nbd");
 	ck_assert_str_eq(a->nbd_listen, "[::1]:10809");
@@ -142,7 +145,7 @@ START_TEST(test_all_keys)
 	ck_assert_uint_eq(a->max_payload, 64u << 20);
 	b = config_find_volume(cfg, "v2");
 	ck_assert_ptr_eq(b, &cfg->volumes[1]);
-	ck_assert_uint_eq(b->line, 21);
+	ck_assert_uint_eq(b->line, 22);
 	ck_assert_str_eq(b->nbd_listen, "192.168.1.10:1");
 	ck_assert_ptr_null(b->description);
 	ck_assert_int_eq(b->read_only, 0);
@@ -176,6 +179,8 @@ START_TEST(test_defaults)
 	const struct hak_volume_cfg *v = &cfg->volumes[0];
 
 	ck_assert_str_eq(cfg->control_socket, HAK_DEFAULT_CONTROL_SOCKET);
+	ck_assert_str_eq(cfg->control_group, HAK_DEFAULT_CONTROL_GROUP);
+	ck_assert_int_eq(cfg->control_group_set, 0);
 	ck_assert_int_eq(cfg->log_level, LOG_LVL_INFO);
 	ck_assert_int_eq(cfg->io_engine, IO_KIND_AUTO);
 	ck_assert_int_eq(cfg->sched_batch, 1);
@@ -595,6 +600,9 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription a b\n}\n", 4, 16, "takes one value but has 2"},
     {VOL "\tdescription 1 2 3 4 5 6 7 8 9 a b c d e f g h\n}\n", 4, 46, "Too many values"},
     {"global {\n\t\"log-level\" info\n}\n", 2, 2, "not a quoted string"},
+    {"global {\n\tcontrol-group -x\n}\n", 2, 16, "Bad control-group '-x'; use a group name"},
+    {"global {\n\tcontrol-group a:b\n}\n", 2, 16, "Bad control-group 'a:b'"},
+    {"global {\n\tcontrol-group aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n}\n", 2, 16, "1 to 32 letters"},
     /* sizes */
     {VOL "\tmax-payload 12X\n}\n", 4, 14, "expected a size like 4096, 64K or 32M"},
     {VOL "\tmax-payload K\n}\n", 4, 14, "Bad size 'K'"},

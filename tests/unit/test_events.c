@@ -173,7 +173,8 @@ START_TEST(subscription)
 
 	/* Without a socket, the command is refused (it cannot stream). */
 	const char *req = "{\"cmd\":\"events\"}";
-	char *ans = control_handle_line(ctl, req, strlen(req));
+	const struct control_caller who = {.level = CONTROL_READ, .uid = 1000};
+	char *ans = control_handle_line(ctl, &who, req, strlen(req));
 	ck_assert_ptr_nonnull(strstr(ans, "needs the control socket"));
 	free(ans);
 
