@@ -1,9 +1,6 @@
 #!/bin/bash
 # Install the Debian packages hak needs to build, test, benchmark and run the demo.
 # Does nothing (and needs no network) when everything is already installed.
-#   scripts/deps.sh           what make check, make demo and the benches need
-#   scripts/deps.sh --guest   also a stock kernel and QEMU for tests/guest/guest.sh (the nbd,
-#                             tls and rdma_rxe modules this machine's kernel lacks)
 set -euo pipefail
 
 PACKAGES=(
@@ -19,10 +16,10 @@ PACKAGES=(
 	postgresql postgresql-client python3-psycopg2
 	# bench/pgbench.sh: QEMU's mirror to compare with (qemu-storage-daemon) and its chart
 	qemu-system-common gnuplot-nox
+	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
+	# may lack (nbd, tls, rdma_rxe): t_kernel
+	qemu-system-x86 linux-image-amd64 busybox-static
 )
-if [[ ${1:-} == --guest ]]; then
-	PACKAGES+=(qemu-system-x86 linux-image-amd64 busybox-static)
-fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

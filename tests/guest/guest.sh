@@ -8,7 +8,7 @@
 # COMMAND runs as root in the guest, from the repository. Its output is printed when the guest
 # is done; the exit status is COMMAND's, 124 when it ran out of time, 125 when the guest never
 # reported (boot failure; the console log is printed). Needs qemu-system-x86, linux-image-amd64
-# and busybox-static (scripts/deps.sh --guest installs them).
+# and busybox-static (scripts/deps.sh installs them).
 #
 # TCG only: this machine's /dev/kvm (kvm_pvm) cannot run a stock kernel. A guest reaches a shell
 # in about 6 s. The initramfs (busybox and the 9p modules, about 2 MB) is cached in
@@ -29,10 +29,10 @@ done
 (($#)) || { echo "usage: $0 [--timeout S] [--keep] -- COMMAND [ARGS...]" >&2; exit 2; }
 
 for c in qemu-system-x86_64 busybox; do
-	command -v "$c" >/dev/null || { echo "guest: $c is missing; run scripts/deps.sh --guest" >&2; exit 2; }
+	command -v "$c" >/dev/null || { echo "guest: $c is missing; run scripts/deps.sh" >&2; exit 2; }
 done
 kernel=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
-[[ -n $kernel ]] || { echo "guest: no /boot/vmlinuz-*; run scripts/deps.sh --guest" >&2; exit 2; }
+[[ -n $kernel ]] || { echo "guest: no /boot/vmlinuz-*; run scripts/deps.sh" >&2; exit 2; }
 kver=${kernel#/boot/vmlinuz-}
 moddir=/lib/modules/$kver
 [[ -d $moddir ]] || { echo "guest: no $moddir for kernel $kver" >&2; exit 2; }

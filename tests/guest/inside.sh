@@ -20,6 +20,6 @@ if cd "$repo"; then
 	rc=$?
 fi
 echo "$rc" >"$out/rc"
-sync
+sync -f "$out/rc" 2>/dev/null || sync "$out/rc"
 echo o >/proc/sysrq-trigger
 sleep 10
