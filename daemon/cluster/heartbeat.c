@@ -25,6 +25,7 @@
 #include "cluster.h"
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "lib/keyfile.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
@@ -140,59 +141,14 @@ enum hb_verdict hb_replay_check(struct hb_replay *w, uint64_t incarnation, uint6
 
 int hb_key_parse(const uint8_t *text, size_t len, struct hb_key *key, char *err, size_t errlen)
 {
-	if (len > 0 && text[len - 1] == '\n')
-		len--;
-	if (len < HB_KEY_MIN || len > HB_KEY_MAX) {
-		snprintf(err, errlen,
-		         "The heartbeat key has %zu bytes; it needs %u to %u (for example the "
-		         "output of 'head -c 32 /dev/urandom | base64').",
-		         len, HB_KEY_MIN, HB_KEY_MAX);
-		errno = EINVAL;
-		return -1;
-	}
-	memcpy(key->bytes, text, len);
-	key->len = len;
-	return 0;
+	return keyfile_parse(text, len, "heartbeat key", HB_KEY_MIN, HB_KEY_MAX, key->bytes,
+	                     &key->len, err, errlen);
 }
 
 int hb_key_load(const char *path, struct hb_key *key, char *err, size_t errlen)
 {
-	uint8_t buf[HB_KEY_MAX + 2];
-	struct stat st;
-	ssize_t n = -1;
-	int fd, rc = -1, e = 0;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0) {
-		e = errno;
-		snprintf(err, errlen, "Cannot open the heartbeat key file %s: %s.", path,
-		         strerror(e));
-		goto out;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (st.st_mode & 077)) {
-		e = EPERM;
-		snprintf(err, errlen,
-		         "The heartbeat key file %s must be a regular file readable by its owner "
-		         "only; run 'chmod 600 %s'.",
-		         path, path);
-		goto out;
-	}
-	n = read(fd, buf, sizeof(buf));
-	if (n < 0) {
-		e = errno;
-		snprintf(err, errlen, "Cannot read the heartbeat key file %s: %s.", path,
-		         strerror(e));
-		goto out;
-	}
-	rc = hb_key_parse(buf, (size_t)n, key, err, errlen);
-	e = errno;
-out:
-	if (fd >= 0)
-		close(fd);
-	OPENSSL_cleanse(buf, sizeof(buf));
-	if (rc < 0)
-		errno = e;
-	return rc;
+	return keyfile_load(path, "heartbeat key", HB_KEY_MIN, HB_KEY_MAX, key->bytes, &key->len,
+	                    err, errlen);
 }
 
 /* ---- configuration ---- */
