@@ -160,6 +160,13 @@ static int ctx_setup_certs(struct tls_ctx *c, const struct tls_params *p, char *
 		what = "certificate", file = p->cert_file;
 	else if (!SSL_CTX_use_PrivateKey_file(c->ssl, p->key_file, SSL_FILETYPE_PEM))
 		what = "key", file = p->key_file;
+	if (what && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
+		ERR_clear_error();
+		snprintf(err, errlen, "The TLS key %s does not match the certificate %s.",
+		         p->key_file, p->cert_file);
+		errno = EINVAL;
+		return -1;
+	}
 	if (what) {
 		snprintf(err, errlen, "Cannot load the TLS %s %s: %s.", what, file, tls_reason());
 		errno = EINVAL;
