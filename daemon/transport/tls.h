@@ -19,9 +19,11 @@
  * After the handshake a stream is a TCP stream (tcp.h) whose reads and writes go through the TLS
  * layer: SSL_read, and the output queue coalesced into records of up to 16 KiB for SSL_write. If
  * the kernel took over the record layer in both directions (kTLS), the layer steps aside and
- * the data path is the plain TCP one. OpenSSL 3.0 (Debian 12) does kTLS for TLS 1.3 only when
- * sending: its receive side is TLS 1.2 only (3.2 added 1.3), so on 3.0 a TLS 1.3 stream keeps the
- * userspace layer, and without the kernel's tls module there is no kTLS at all.
+ * the data path is the plain TCP one. OpenSSL 3.0 (Debian 12) offloads TLS 1.3 only when
+ * sending: receive offload for 1.3 came later (openssl/openssl#17942, on master after 3.0), so
+ * with 3.0 a TLS 1.3 stream keeps the userspace layer, as it does without the kernel's tls
+ * module. Session tickets are off so that no record but application data follows the handshake,
+ * which a kTLS socket could not take.
  */
 #ifndef HAK_TLS_H
 #define HAK_TLS_H
