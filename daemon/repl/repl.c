@@ -35,6 +35,7 @@
 #include "resync.h"
 #include "ship.h"
 #include "splitbrain.h"
+#include "transport/tls.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -849,7 +850,8 @@ static void start_connect(struct repl *r)
 	                             .bind_host = r->p.self->host,
 	                             .ops = &stream_ops,
 	                             .ctx = r,
-	                             .done = connect_done};
+	                             .done = connect_done,
+	                             .topts = r->p.topts};
 	for (int i = 0; i < 2; i++) {
 		if (tconnect_start(r->p.transport, &cp, &r->connecting[i]) < 0) {
 			r->connecting[i] = NULL;
@@ -1160,6 +1162,17 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 	return repl_connect(r, err, errlen);
 }
 
+/* The link's transport, and for TLS whether the kernel does the records and the cipher. */
+static void repl_status_transport(const struct repl *r, json_t *o)
+{
+	bool ktls;
+	const char *cipher;
+	json_object_set_new(o, "transport", json_string(r->p.transport->name));
+	if (r->data && tls_stream_info(r->data, &ktls, &cipher) == 0)
+		json_object_set_new(o, "tls",
+		                    json_pack("{s:b, s:s}", "ktls", ktls, "cipher", cipher));
+}
+
 json_t *repl_status_json(const struct repl *r)
 {
 	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
@@ -1185,6 +1198,7 @@ json_t *repl_status_json(const struct repl *r)
 		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
 		json_object_set_new(o, "integrity_errors",
 		                    json_integer((json_int_t)r->integrity_errors));
+		repl_status_transport(r, o);
 		/* As the peer's barriers' target: how many flushes answered how many barriers. */
 		json_object_set_new(o, "barriers_acked",
 		                    json_integer((json_int_t)r->barriers_acked));
@@ -1291,6 +1305,30 @@ static int repl_open_al(struct repl *r, char *err, size_t errlen)
 	return 0;
 }
 
+/* The volume's configured transport; for tls its context, from the files, once. */
+static int repl_transport_open(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	char terr[512];
+	if (vc->transport != HAK_TRANSPORT_TLS) {
+		r->p.transport = transport_find("tcp");
+		return 0;
+	}
+	struct tls_params tp = {.ca_file = vc->tls_ca_file,
+	                        .cert_file = vc->tls_cert_file,
+	                        .key_file = vc->tls_key_file,
+	                        .peer_name =
+	                            vc->tls_peer_name ? vc->tls_peer_name : r->p.peer->name,
+	                        .psk_file = vc->tls_psk_file};
+	if (tls_ctx_create(&tp, &r->tls, terr, sizeof(terr)) < 0) {
+		snprintf(err, errlen, "Volume %s: %s", r->name, terr);
+		return -1;
+	}
+	r->p.transport = &transport_tls;
+	r->p.topts = r->tls;
+	return 0;
+}
+
 int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
 {
 	struct repl *r = calloc(1, sizeof(*r));
@@ -1301,8 +1339,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->p = *p;
 	r->name = p->vcfg->name;
 	r->mode = (enum repl_mode)p->vcfg->mode;
-	if (!r->p.transport)
-		r->p.transport = transport_find("tcp");
+	if (!r->p.transport && repl_transport_open(r, err, errlen) < 0)
+		goto fail;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
 	/* Every part of replication registers its hooks: their order is fixed by the CONN_LOST_*
 	 * and RANGE_FREE_* constants (repl_int.h), not by the order of these calls. */
@@ -1353,7 +1391,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		                            .port_offset = p->vcfg->port_offset,
 		                            .ops = &stream_ops,
 		                            .ctx = r,
-		                            .accepted = accepted};
+		                            .accepted = accepted,
+		                            .topts = r->p.topts};
 		if (tlistener_open(r->p.transport, &lp, &r->listener) < 0) {
 			r->listener = NULL;
 			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
@@ -1388,6 +1427,7 @@ fail:
 	if (r->meta)
 		meta_close(r->meta);
 	tlistener_close(r->listener);
+	tls_ctx_free(r->tls);
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
 	free(r);
@@ -1434,5 +1474,6 @@ void repl_destroy(struct repl *r)
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
 	bitmap_free(r->bm);
+	tls_ctx_free(r->tls); /* after every stream: repl_shutdown closed them */
 	free(r);
 }

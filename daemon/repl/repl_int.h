@@ -192,6 +192,8 @@ enum {
 	RANGE_FREE_SERVED_READS = 50,
 };
 
+struct tls_ctx;
+
 struct repl {
 	/* ---- repl.c: the volume's role and states, the connection, the handshake ---- */
 	struct repl_params p;
@@ -211,6 +213,7 @@ struct repl {
 	char last_refusal[512];
 	bool initiator;
 	struct tlistener *listener; /* the acceptor's; NULL on the connecting side */
+	struct tls_ctx *tls;        /* transport tls: made from the configuration by repl_create */
 	ev_timer conn_timer;
 	ev_timer ping_timer;
 	ev_timer flush_timer;
