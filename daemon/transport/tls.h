@@ -24,6 +24,9 @@
  * with 3.0 a TLS 1.3 stream keeps the userspace layer, as it does without the kernel's tls
  * module. Session tickets are off so that no record but application data follows the handshake,
  * which a kTLS socket could not take.
+ *
+ * OpenSSL writes to the socket with write(): the process must ignore SIGPIPE (hakd does), or a
+ * peer gone at the wrong moment kills it.
  */
 #ifndef HAK_TLS_H
 #define HAK_TLS_H
