@@ -6,6 +6,9 @@
  * or does not finish within the context's timeout closes the socket with one log line naming the
  * address and the reason; a connect's done() then gets EACCES (refused: the certificate, its
  * name, the key, or the peer's alert), ETIMEDOUT (no handshake in time) or the socket's errno.
+ * One case cannot reach done(): in TLS 1.3 the client's handshake ends before the server has
+ * checked the client's certificate, so a server refusing it shows on the client as the stream's
+ * first error ("receiving failed: TLS says ... alert ..."); the server logs the reason.
  *
  * Two ways to authenticate, both mutual:
  *  - certificates: a CA file, this node's certificate and key, and the name the peer's
