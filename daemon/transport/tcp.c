@@ -51,15 +51,13 @@ struct tcp_stream {
 struct tcp_listener {
 	struct tlistener base;
 	struct tlisten_params p; /* addr is not kept: only used to open */
-	int fd;
-	ev_io io;
+	struct tcp_acceptor a;
 };
 
 struct tcp_connect {
 	struct tconnect base;
 	struct tconnect_params p; /* addr and bind_host are not kept */
-	int fd;
-	ev_io io;
+	struct tcp_connector k;
 	bool in_done; /* done() is running: a cancel from inside it is too late */
 };
 
@@ -474,16 +472,85 @@ void tcp_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void acceptor_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct tcp_listener *l = w->data;
+	struct tcp_acceptor *a = w->data;
+	(void)loop;
 	(void)revents;
-	int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	tcp_tune(fd);
+	a->take(a, fd);
+}
+
+int tcp_acceptor_open(struct tcp_acceptor *a, struct ev_loop *loop, const char *addr,
+                      unsigned port_offset, void (*take)(struct tcp_acceptor *a, int fd),
+                      void *owner)
+{
+	a->fd = net_listen(addr, port_offset);
+	if (a->fd < 0)
+		return -1;
+	a->loop = loop;
+	a->take = take;
+	a->owner = owner;
+	ev_io_init(&a->io, acceptor_cb, a->fd, EV_READ);
+	a->io.data = a;
+	ev_io_start(loop, &a->io);
+	return 0;
+}
+
+void tcp_acceptor_close(struct tcp_acceptor *a)
+{
+	ev_io_stop(a->loop, &a->io);
+	close(a->fd);
+}
+
+static void connector_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_connector *k = w->data;
+	int err = 0, fd = k->fd;
+	socklen_t len = sizeof(err);
+	(void)revents;
+	ev_io_stop(loop, w);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		close(fd);
+		fd = -1;
+	}
+	k->fd = -1; /* the hook's now */
+	k->done(k, fd, err);
+}
+
+int tcp_connector_start(struct tcp_connector *k, const struct tconnect_params *p,
+                        void (*done)(struct tcp_connector *k, int fd, int err), void *owner)
+{
+	k->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
+	if (k->fd < 0)
+		return -1;
+	k->loop = p->loop;
+	k->done = done;
+	k->owner = owner;
+	ev_io_init(&k->io, connector_cb, k->fd, EV_WRITE);
+	k->io.data = k;
+	ev_io_start(p->loop, &k->io);
+	return 0;
+}
+
+void tcp_connector_cancel(struct tcp_connector *k)
+{
+	ev_io_stop(k->loop, &k->io);
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+}
+
+static void listener_take(struct tcp_acceptor *a, int fd)
+{
+	struct tcp_listener *l = a->owner;
 	struct tstream *s;
-	if (tcp_stream_create(loop, fd, l->p.ops, l->p.ctx, &s) < 0) {
+	if (tcp_stream_create(a->loop, fd, l->p.ops, l->p.ctx, &s) < 0) {
 		close(fd);
 		return;
 	}
@@ -498,8 +565,7 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 		errno = ENOMEM;
 		return -1;
 	}
-	l->fd = net_listen(p->addr, p->port_offset);
-	if (l->fd < 0) {
+	if (tcp_acceptor_open(&l->a, p->loop, p->addr, p->port_offset, listener_take, l) < 0) {
 		int saved = errno;
 		free(l);
 		errno = saved;
@@ -508,9 +574,6 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 	l->base.t = &transport_tcp;
 	l->p = *p;
 	l->p.addr = NULL;
-	ev_io_init(&l->io, accept_cb, l->fd, EV_READ);
-	l->io.data = l;
-	ev_io_start(p->loop, &l->io);
 	*out = &l->base;
 	return 0;
 }
@@ -518,25 +581,18 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 static void tcp_listener_close(struct tlistener *tl)
 {
 	struct tcp_listener *l = (struct tcp_listener *)tl;
-	ev_io_stop(l->p.loop, &l->io);
-	close(l->fd);
+	tcp_acceptor_close(&l->a);
 	free(l);
 }
 
-static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void connect_done(struct tcp_connector *k, int fd, int err)
 {
-	struct tcp_connect *c = w->data;
-	int err = 0;
-	socklen_t len = sizeof(err);
+	struct tcp_connect *c = k->owner;
 	struct tstream *s = NULL;
-	(void)revents;
-	ev_io_stop(loop, w);
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+	if (!err && tcp_stream_create(k->loop, fd, c->p.ops, c->p.ctx, &s) < 0) {
 		err = errno;
-	if (!err && tcp_stream_create(loop, c->fd, c->p.ops, c->p.ctx, &s) < 0)
-		err = errno;
-	if (err)
-		close(c->fd);
+		close(fd);
+	}
 	c->in_done = true;
 	c->p.done(c->p.ctx, &c->base, s, err);
 	free(c);
@@ -549,8 +605,7 @@ static int tcp_connect(const struct tconnect_params *p, struct tconnect **out)
 		errno = ENOMEM;
 		return -1;
 	}
-	c->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
-	if (c->fd < 0) {
+	if (tcp_connector_start(&c->k, p, connect_done, c) < 0) {
 		int saved = errno;
 		free(c);
 		errno = saved;
@@ -559,9 +614,6 @@ static int tcp_connect(const struct tconnect_params *p, struct tconnect **out)
 	c->base.t = &transport_tcp;
 	c->p = *p;
 	c->p.addr = c->p.bind_host = NULL;
-	ev_io_init(&c->io, connect_done_cb, c->fd, EV_WRITE);
-	c->io.data = c;
-	ev_io_start(p->loop, &c->io);
 	*out = &c->base;
 	return 0;
 }
@@ -571,8 +623,7 @@ static void tcp_connect_cancel(struct tconnect *tc)
 	struct tcp_connect *c = (struct tcp_connect *)tc;
 	if (c->in_done)
 		return; /* the fd went to the stream or was closed; freed after done() */
-	ev_io_stop(c->p.loop, &c->io);
-	close(c->fd);
+	tcp_connector_cancel(&c->k);
 	free(c);
 }
 

@@ -7,6 +7,7 @@
 #ifndef HAK_TCP_H
 #define HAK_TCP_H
 
+#include <ev.h>
 #include <sys/types.h>
 
 #include "transport.h"
@@ -51,6 +52,36 @@ void *tcp_stream_io(const struct tstream *s, const struct tcp_io *io);
 
 /* Socket options for a replication connection: no Nagle, keepalive, a short user timeout. */
 void tcp_tune(int fd);
+
+/* The socket side of listen, for siblings that do more before a connection is a stream (TLS's
+ * handshake): take() gets every accepted socket, tuned and non-blocking, and owns it. */
+struct tcp_acceptor {
+	struct ev_loop *loop;
+	int fd;
+	ev_io io;
+	void (*take)(struct tcp_acceptor *a, int fd);
+	void *owner;
+};
+/* Listen on addr (+port_offset): 0, or -1 with errno as tlistener_open. */
+int tcp_acceptor_open(struct tcp_acceptor *a, struct ev_loop *loop, const char *addr,
+                      unsigned port_offset, void (*take)(struct tcp_acceptor *a, int fd),
+                      void *owner);
+void tcp_acceptor_close(struct tcp_acceptor *a);
+
+/* The socket side of connect: done() runs once, from the loop, with the connected socket (the
+ * hook's) or fd -1 and the socket's error. */
+struct tcp_connector {
+	struct ev_loop *loop;
+	int fd;
+	ev_io io;
+	void (*done)(struct tcp_connector *k, int fd, int err);
+	void *owner;
+};
+/* Start connecting to p->addr from p->bind_host: 0, or -1 with errno as tconnect_start. */
+int tcp_connector_start(struct tcp_connector *k, const struct tconnect_params *p,
+                        void (*done)(struct tcp_connector *k, int fd, int err), void *owner);
+/* Before done() ran: stop and close. */
+void tcp_connector_cancel(struct tcp_connector *k);
 
 /* The stream members of transport_tcp, shared by siblings whose streams are TCP streams with a
  * layer (tcp_stream_create_io): ".send = tcp_send, ..." in a struct transport_ops initializer. */

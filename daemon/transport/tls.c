@@ -142,56 +142,47 @@ out:
 	return rc;
 }
 
-static int ctx_setup_certs(struct tls_ctx *c, const struct tls_params *p, char *err, size_t errlen)
+/* Load the CA, certificate and key; the sentence of the first problem in err, or "". */
+static void ctx_load_certs(struct tls_ctx *c, const struct tls_params *p, char *err, size_t errlen)
 {
 	const char *what = NULL, *file = NULL;
 
-	if (!p->ca_file || !p->cert_file || !p->key_file || !p->peer_name) {
-		snprintf(
-		    err, errlen,
-		    "TLS needs a pre-shared key file, or a CA file, a certificate, its key and "
-		    "the peer's name.");
-		errno = EINVAL;
-		return -1;
-	}
 	if (!SSL_CTX_load_verify_locations(c->ssl, p->ca_file, NULL))
 		what = "CA file", file = p->ca_file;
 	else if (!SSL_CTX_use_certificate_chain_file(c->ssl, p->cert_file))
 		what = "certificate", file = p->cert_file;
 	else if (!SSL_CTX_use_PrivateKey_file(c->ssl, p->key_file, SSL_FILETYPE_PEM))
 		what = "key", file = p->key_file;
-	if (what && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) {
-		ERR_clear_error();
+	/* Loading the key already compares it with the certificate: say so plainly. */
+	if ((what && ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH) ||
+	    (!what && !SSL_CTX_check_private_key(c->ssl)))
 		snprintf(err, errlen, "The TLS key %s does not match the certificate %s.",
 		         p->key_file, p->cert_file);
-		errno = EINVAL;
-		return -1;
-	}
-	if (what) {
+	else if (what)
 		snprintf(err, errlen, "Cannot load the TLS %s %s: %s.", what, file, tls_reason());
-		errno = EINVAL;
-		return -1;
-	}
-	if (!SSL_CTX_check_private_key(c->ssl)) {
-		snprintf(err, errlen, "The TLS key %s does not match the certificate %s: %s.",
-		         p->key_file, p->cert_file, tls_reason());
-		errno = EINVAL;
-		return -1;
-	}
-	c->peer_name = strdup(p->peer_name);
-	if (!c->peer_name) {
+	ERR_clear_error();
+}
+
+static int ctx_setup_certs(struct tls_ctx *c, const struct tls_params *p, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (!p->ca_file || !p->cert_file || !p->key_file || !p->peer_name)
+		snprintf(
+		    err, errlen,
+		    "TLS needs a pre-shared key file, or a CA file, a certificate, its key and "
+		    "the peer's name.");
+	else
+		ctx_load_certs(c, p, err, errlen);
+	if (!err[0] && !(c->peer_name = strdup(p->peer_name)))
 		snprintf(err, errlen, "Out of memory.");
-		errno = ENOMEM;
-		return -1;
-	}
 	/* Both sides insist on the other's certificate. */
 	SSL_CTX_set_verify(c->ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
-	if (!SSL_CTX_set_ciphersuites(c->ssl, "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256")) {
+	if (!err[0] &&
+	    !SSL_CTX_set_ciphersuites(c->ssl, "TLS_AES_256_GCM_SHA384:TLS_AES_128_GCM_SHA256"))
 		snprintf(err, errlen, "Cannot select the TLS cipher suites: %s.", tls_reason());
+	if (err[0])
 		errno = EINVAL;
-		return -1;
-	}
-	return 0;
+	return err[0] ? -1 : 0;
 }
 
 int tls_ctx_create(const struct tls_params *p, struct tls_ctx **out, char *err, size_t errlen)
@@ -540,8 +531,7 @@ static struct tls_hs *hs_start(struct tls_ctx *c, struct ev_loop *loop, int fd, 
 struct tls_listener {
 	struct tlistener base;
 	struct tlisten_params p; /* addr is not kept */
-	int fd;
-	ev_io io;
+	struct tcp_acceptor a;
 	struct tls_hs *hs; /* handshakes running */
 	unsigned n_hs;
 };
@@ -559,13 +549,9 @@ static void listener_hs_end(void *owner, const char *peer, struct tstream *s, in
 	l->p.accepted(l->p.ctx, &l->base, s);
 }
 
-static void tls_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void listener_take(struct tcp_acceptor *a, int fd)
 {
-	struct tls_listener *l = w->data;
-	(void)revents;
-	int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-	if (fd < 0)
-		return;
+	struct tls_listener *l = a->owner;
 	if (l->n_hs >= TLS_HS_MAX) {
 		char peer[64];
 		if (net_peer_name(fd, peer, sizeof(peer)) < 0)
@@ -576,8 +562,7 @@ static void tls_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		close(fd);
 		return;
 	}
-	tcp_tune(fd);
-	struct tls_hs *h = hs_start(l->p.topts, loop, fd, true, l->p.ops, l->p.ctx);
+	struct tls_hs *h = hs_start(l->p.topts, a->loop, fd, true, l->p.ops, l->p.ctx);
 	if (!h)
 		return;
 	h->end = listener_hs_end;
@@ -592,31 +577,23 @@ static void tls_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 static int tls_listen(const struct tlisten_params *p, struct tlistener **out)
 {
-	struct tls_listener *l;
-	if (!p->topts) {
-		errno = EINVAL;
-		return -1;
+	/* Without a context there is nothing to authenticate with. */
+	struct tls_listener *l = p->topts ? calloc(1, sizeof(*l)) : NULL;
+	int e = p->topts ? ENOMEM : EINVAL;
+
+	if (l &&
+	    tcp_acceptor_open(&l->a, p->loop, p->addr, p->port_offset, listener_take, l) == 0) {
+		l->base.t = &transport_tls;
+		l->p = *p;
+		l->p.addr = NULL;
+		*out = &l->base;
+		return 0;
 	}
-	l = calloc(1, sizeof(*l));
-	if (!l) {
-		errno = ENOMEM;
-		return -1;
-	}
-	l->fd = net_listen(p->addr, p->port_offset);
-	if (l->fd < 0) {
-		int saved = errno;
-		free(l);
-		errno = saved;
-		return -1;
-	}
-	l->base.t = &transport_tls;
-	l->p = *p;
-	l->p.addr = NULL;
-	ev_io_init(&l->io, tls_accept_cb, l->fd, EV_READ);
-	l->io.data = l;
-	ev_io_start(p->loop, &l->io);
-	*out = &l->base;
-	return 0;
+	if (l)
+		e = errno;
+	free(l);
+	errno = e;
+	return -1;
 }
 
 static void tls_listener_close(struct tlistener *tl)
@@ -624,8 +601,7 @@ static void tls_listener_close(struct tlistener *tl)
 	struct tls_listener *l = (struct tls_listener *)tl;
 	while (l->hs)
 		hs_free(l->hs);
-	ev_io_stop(l->p.loop, &l->io);
-	close(l->fd);
+	tcp_acceptor_close(&l->a);
 	free(l);
 }
 
@@ -634,8 +610,7 @@ static void tls_listener_close(struct tlistener *tl)
 struct tls_connect {
 	struct tconnect base;
 	struct tconnect_params p; /* addr and bind_host are not kept */
-	int fd;
-	ev_io io;
+	struct tcp_connector k;
 	struct tls_hs *hs; /* once TCP connected */
 	bool in_done;      /* done() is running: a cancel from inside it is too late */
 };
@@ -657,57 +632,39 @@ static void connect_hs_end(void *owner, const char *peer, struct tstream *s, int
 	connect_finish(c, s, err);
 }
 
-static void connect_tcp_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void connect_tcp_done(struct tcp_connector *k, int fd, int err)
 {
-	struct tls_connect *c = w->data;
-	int err = 0;
-	socklen_t len = sizeof(err);
-	(void)revents;
-	ev_io_stop(loop, w);
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-		err = errno;
-	if (!err) {
-		c->hs = hs_start(c->p.topts, loop, c->fd, false, c->p.ops, c->p.ctx);
-		c->fd = -1; /* the handshake's, even when it could not start */
-		if (c->hs) {
-			c->hs->end = connect_hs_end;
-			c->hs->owner = c;
-			return;
-		}
-		err = ENOMEM;
+	struct tls_connect *c = k->owner;
+	if (err) {
+		connect_finish(c, NULL, err);
+		return;
 	}
-	if (c->fd >= 0)
-		close(c->fd);
-	connect_finish(c, NULL, err);
+	c->hs = hs_start(c->p.topts, k->loop, fd, false, c->p.ops, c->p.ctx);
+	if (!c->hs) {
+		connect_finish(c, NULL, ENOMEM);
+		return;
+	}
+	c->hs->end = connect_hs_end;
+	c->hs->owner = c;
 }
 
 static int tls_connect(const struct tconnect_params *p, struct tconnect **out)
 {
-	struct tls_connect *c;
-	if (!p->topts) {
-		errno = EINVAL;
-		return -1;
+	struct tls_connect *c = p->topts ? calloc(1, sizeof(*c)) : NULL;
+	int e = p->topts ? ENOMEM : EINVAL;
+
+	if (c && tcp_connector_start(&c->k, p, connect_tcp_done, c) == 0) {
+		c->base.t = &transport_tls;
+		c->p = *p;
+		c->p.addr = c->p.bind_host = NULL;
+		*out = &c->base;
+		return 0;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		errno = ENOMEM;
-		return -1;
-	}
-	c->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
-	if (c->fd < 0) {
-		int saved = errno;
-		free(c);
-		errno = saved;
-		return -1;
-	}
-	c->base.t = &transport_tls;
-	c->p = *p;
-	c->p.addr = c->p.bind_host = NULL;
-	ev_io_init(&c->io, connect_tcp_cb, c->fd, EV_WRITE);
-	c->io.data = c;
-	ev_io_start(p->loop, &c->io);
-	*out = &c->base;
-	return 0;
+	if (c)
+		e = errno;
+	free(c);
+	errno = e;
+	return -1;
 }
 
 static void tls_connect_cancel(struct tconnect *tc)
@@ -715,11 +672,10 @@ static void tls_connect_cancel(struct tconnect *tc)
 	struct tls_connect *c = (struct tls_connect *)tc;
 	if (c->in_done)
 		return;
-	ev_io_stop(c->p.loop, &c->io);
 	if (c->hs)
 		hs_free(c->hs);
-	if (c->fd >= 0)
-		close(c->fd);
+	else
+		tcp_connector_cancel(&c->k);
 	free(c);
 }
 
