@@ -273,6 +273,7 @@ static ssize_t conn_read(void *ctx, void *buf, size_t len, char *why, size_t why
 	struct tls_conn *t = ctx;
 	size_t n = 0;
 	ERR_clear_error();
+	errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is an end of stream */
 	if (SSL_read_ex(t->ssl, buf, len, &n) > 0)
 		return (ssize_t)n;
 	return conn_error(t->ssl, 0, "receiving", why, whylen);
@@ -306,6 +307,7 @@ static int conn_flush(void *ctx, struct outq *q, char *why, size_t whylen)
 		const void *p;
 		size_t len = conn_next_record(t, q, &p), n = 0;
 		ERR_clear_error();
+		errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is an end of stream */
 		if (SSL_write_ex(t->ssl, p, len, &n) > 0) {
 			outq_advance(q, n);
 			continue;
@@ -455,6 +457,7 @@ static void hs_finish(struct tls_hs *h)
 static void hs_step(struct tls_hs *h)
 {
 	ERR_clear_error();
+	errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is an end of stream */
 	int r = SSL_do_handshake(h->ssl);
 	if (r == 1) {
 		hs_finish(h);
