@@ -62,7 +62,7 @@ hk alpha primary db >/dev/null || fail "promoting alpha failed"
 storm 2
 wait_synced 30
 same_data "after the first storm"
-log "certificates: $(grep -o 'ledger: .*' "$WORK/storm.out" | head -n 1); cipher $(repl alpha tls.cipher)"
+log "certificates: $(grep -o 'ledger: [0-9]* writes.*' "$WORK/storm.out" | head -n 1); cipher $(repl alpha tls.cipher)"
 
 # ---- 2. third parties are refused, the pair stays up --------------------------------------
 # intruder LABEL WANT ARGS...: s_client from alpha's namespace with ARGS; beta must log a
