@@ -21,6 +21,7 @@
 
 #define TLS_RECORD       16384u /* the most plaintext one TLS record carries */
 #define TLS_IOV          512    /* enough iovecs to fill a record with the smallest frames */
+#define TLS_READ_BUF     (128u * 1024u) /* what one read() of the socket may bring */
 #define TLS_PSK_IDENTITY "hak-repl"
 #define TLS_PSK_LABEL    "hak replication TLS pre-shared key v1"
 #define TLS_PSK_MIN      16u
@@ -42,6 +43,7 @@ struct tls_ctx {
 struct tls_conn {
 	SSL *ssl;
 	bool ktls;
+	bool starved; /* the last read wanted more from the socket: what is buffered is partial */
 	uint8_t out[TLS_RECORD]; /* small frames gathered into one record */
 };
 
@@ -212,6 +214,10 @@ int tls_ctx_create(const struct tls_params *p, struct tls_ctx **out, char *err, 
 	                    SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
 	SSL_CTX_set_num_tickets(c->ssl, 0);
 	SSL_CTX_set_session_cache_mode(c->ssl, SSL_SESS_CACHE_OFF);
+	/* Read ahead into a large buffer: one read() brings several records, where reading
+	 * exactly one record costs two (its header, then its body). */
+	SSL_CTX_set_read_ahead(c->ssl, 1);
+	SSL_CTX_set_default_read_buffer_len(c->ssl, TLS_READ_BUF);
 	if (p->psk_file && (p->ca_file || p->cert_file || p->key_file)) {
 		snprintf(err, errlen,
 		         "TLS takes either a pre-shared key file (%s) or certificates, not both.",
@@ -274,9 +280,12 @@ static ssize_t conn_read(void *ctx, void *buf, size_t len, char *why, size_t why
 	size_t n = 0;
 	ERR_clear_error();
 	errno = 0; /* SSL_ERROR_SYSCALL with errno 0 is an end of stream */
+	t->starved = false;
 	if (SSL_read_ex(t->ssl, buf, len, &n) > 0)
 		return (ssize_t)n;
-	return conn_error(t->ssl, 0, "receiving", why, whylen);
+	ssize_t r = conn_error(t->ssl, 0, "receiving", why, whylen);
+	t->starved = r < 0 && errno == EAGAIN;
+	return r;
 }
 
 /* The queue's first bytes for one record: the head item's own data when it fills one (no copy;
@@ -326,9 +335,9 @@ static int conn_flush(void *ctx, struct outq *q, char *why, size_t whylen)
 static bool conn_pending(void *ctx)
 {
 	const struct tls_conn *t = ctx;
-	/* Decrypted bytes only: without read-ahead OpenSSL never holds a record's bytes the
-	 * socket would not signal again. */
-	return SSL_pending(t->ssl) > 0;
+	/* Decrypted bytes, or records read ahead from the socket, unless the last read found only
+	 * part of one (the socket signals the rest). */
+	return SSL_pending(t->ssl) > 0 || (!t->starved && SSL_has_pending(t->ssl));
 }
 
 static void conn_free(void *ctx)
