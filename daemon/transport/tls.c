@@ -147,8 +147,17 @@ out:
 /* Load the CA, certificate and key; the sentence of the first problem in err, or "". */
 static void ctx_load_certs(struct tls_ctx *c, const struct tls_params *p, char *err, size_t errlen)
 {
+	const char *const whats[] = {"CA file", "certificate", "key"};
+	const char *const files[] = {p->ca_file, p->cert_file, p->key_file};
 	const char *what = NULL, *file = NULL;
 
+	/* OpenSSL says only "system lib" for a file it cannot open. */
+	for (int i = 0; i < 3; i++)
+		if (access(files[i], R_OK) < 0) {
+			snprintf(err, errlen, "Cannot read the TLS %s %s: %s.", whats[i], files[i],
+			         strerror(errno));
+			return;
+		}
 	if (!SSL_CTX_load_verify_locations(c->ssl, p->ca_file, NULL))
 		what = "CA file", file = p->ca_file;
 	else if (!SSL_CTX_use_certificate_chain_file(c->ssl, p->cert_file))

@@ -394,6 +394,9 @@ START_TEST(bad_files_fail_with_a_sentence)
 	assert_ctx_fails(&p, "does not match the certificate");
 	p.key_file = key;
 	p.ca_file = missing;
+	assert_ctx_fails(&p, "Cannot read the TLS CA file");
+	assert_ctx_fails(&p, "No such file or directory");
+	p.ca_file = key; /* a key is no CA certificate */
 	assert_ctx_fails(&p, "Cannot load the TLS CA file");
 	p.ca_file = ca;
 	p.peer_name = NULL;
