@@ -148,7 +148,8 @@ bench_net() {
 # These use DIR, HAKD, HAKCTL, IO_ENGINE, CPU_PRIMARY, CPU_SECONDARY, NS_alpha, NS_beta and PIDS.
 
 # write_config NODE MODE: NODE's config, volume db on DIR/NODE.img; GLOBAL_EXTRA and VOLUME_EXTRA
-# add a line to the global section and to the volume (e.g. "sched-policy normal").
+# add a line to the global section and to the volume (e.g. "sched-policy normal"); TRANSPORT
+# (tcp, tls or tls-psk; see tls_setup) picks the replication link.
 write_config() {
 	cat >"$DIR/$1.conf" <<EOF
 global {
@@ -171,8 +172,32 @@ volume db {
     connect-interval 200ms
     auth-key-file $DIR/repl.key
     ${VOLUME_EXTRA:-}
+$(transport_lines "$1")
 }
 EOF
+}
+
+# tls_setup: for TRANSPORT=tls or tls-psk, certificates and a pre-shared key for the pair in
+# DIR/tls (tests/tls-certs.sh); nothing for tcp.
+tls_setup() {
+	case ${TRANSPORT:-tcp} in
+	tcp) return 0 ;;
+	tls | tls-psk) ;;
+	*) die "TRANSPORT is '$TRANSPORT'; use tcp, tls or tls-psk" ;;
+	esac
+	mkdir -p "$DIR/tls"
+	"$REPO/tests/tls-certs.sh" "$DIR/tls" alpha beta || die "making TLS certificates in $DIR/tls failed"
+}
+
+# transport_lines NODE: the volume's lines for TRANSPORT.
+transport_lines() {
+	case ${TRANSPORT:-tcp} in
+	tls)
+		printf '    transport tls\n    tls-ca-file %s\n' "$DIR/tls/ca.crt"
+		printf '    tls-cert-file %s\n    tls-key-file %s\n' "$DIR/tls/$1.crt" "$DIR/tls/$1.key"
+		;;
+	tls-psk) printf '    transport tls\n    tls-psk-file %s\n' "$DIR/tls/psk" ;;
+	esac
 }
 
 # repl NODE FIELD: a field of NODE's replication status.

@@ -14,6 +14,10 @@
 #   BUSY_PEER=1 bench/replication.sh   (a busy loop pinned to the secondary's CPU for the whole
 #                                       run: a standby is rarely idle)
 #   PEER_DIR=/dev/shm bench/replication.sh   (beta's backing file there: see below)
+#   TRANSPORT=tls bench/replication.sh   (the pair replicates over TLS 1.3 with certificates made
+#                                         for the run; tls-psk: with a pre-shared key; default
+#                                         tcp). Compare with a TRANSPORT=tcp run: the standalone
+#                                         anchor and the plain TCP copies do not change.
 #
 # Workloads: 4 KiB random writes at QD32 and QD1, 1 MiB sequential writes at QD8, and commits:
 # 4 KiB random writes each followed by a FLUSH (fio --fsync=1) from 1 and from 16 jobs at QD1.
@@ -115,6 +119,7 @@ trap 'exit 143' TERM
 
 # ---- the two "machines" ----------------------------------------------------------------------
 bench_net rb rps
+tls_setup
 
 # PEER_DIR puts beta's backing file elsewhere (a symlink in DIR points to it): both nodes'
 # files share this machine's one disk, so each node's flushes queue behind the other's, which two
@@ -259,7 +264,7 @@ cpu_busy() {
 
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0= c0
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0= c0 t
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
@@ -267,6 +272,9 @@ run_config() {
 		qemu_start
 	else
 		pair_start "$cfg" 1
+		t=${TRANSPORT:-tcp}
+		[[ $(repl alpha transport) == "${t%-psk}" ]] ||
+			die "alpha replicates over $(repl alpha transport), not ${t%-psk}"
 		hk alpha primary db >/dev/null || die "promoting alpha failed"
 		ap=${PIDS[alpha]}
 		bs=${PIDS[beta]}
@@ -492,7 +500,7 @@ if [[ -n ${BUSY_PEER:-} && ${BUSY_PEER:-} != 0 ]]; then
 	echo "bench: BUSY_PEER: a busy loop (pid ${PIDS[busy]}) holds CPU $CPU_SECONDARY" >&2
 fi
 echo "bench: $RUNS rounds of ${RUNTIME}s per configuration and workload, $SIZE files on $DIR," \
-	"hakd engine $IO_ENGINE, namespaces $NS_alpha $NS_beta" >&2
+	"hakd engine $IO_ENGINE, transport ${TRANSPORT:-tcp}, namespaces $NS_alpha $NS_beta" >&2
 # Both CPUs are in use: anything else running skews the numbers, so say how busy the machine was.
 echo "bench: load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((r = 0; r < RUNS; r++)); do

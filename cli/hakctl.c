@@ -125,6 +125,22 @@ static void print_verify(json_t *vf)
 	           (long long)geti(rg, "length"));
 }
 
+/* The replication link's transport, when it is not plain TCP: "transport tls: CIPHER, ktls no". */
+static void print_transport(json_t *r)
+{
+	const char *tr = json_string_value(json_object_get(r, "transport"));
+	json_t *tls = json_object_get(r, "tls");
+	if (!tr || strcmp(tr, "tcp") == 0)
+		return;
+	if (!tls) {
+		printf("  transport %s (not connected)\n", tr);
+		return;
+	}
+	printf("  transport %s: %s, ktls %s\n", tr,
+	       json_string_value(json_object_get(tls, "cipher")),
+	       json_is_true(json_object_get(tls, "ktls")) ? "yes" : "no");
+}
+
 static void print_volume(json_t *v)
 {
 	char sz[32];
@@ -164,6 +180,7 @@ static void print_volume(json_t *v)
 	       json_string_value(json_object_get(r, "mode")),
 	       json_string_value(json_object_get(r, "peer")), pr ? pr : "unknown",
 	       pr ? json_string_value(json_object_get(r, "peer_disk")) : "unknown");
+	print_transport(r);
 	printf("  out of sync: %s; in-flight writes %lld; ack latency %.3f ms (max %.3f); ping "
 	       "%.2f ms\n",
 	       oos, (long long)geti(r, "in_flight_writes"),

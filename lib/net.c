@@ -104,3 +104,22 @@ int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
 		freeaddrinfo(bai);
 	return fd;
 }
+
+int net_peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+	int rc;
+
+	if (getpeername(fd, (struct sockaddr *)&sa, &salen) < 0)
+		return -1;
+	rc = getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
+	                 NI_NUMERICHOST | NI_NUMERICSERV);
+	if (rc != 0) {
+		errno = rc == EAI_SYSTEM ? errno : EINVAL;
+		return -1;
+	}
+	snprintf(buf, len, sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+	return 0;
+}

@@ -7,6 +7,8 @@
 #ifndef HAK_NET_H
 #define HAK_NET_H
 
+#include <stddef.h>
+
 /*
  * A non-blocking listening socket on addr, at its port plus port_offset. Returns the fd, or -1
  * with errno (EINVAL for a malformed address or port, EADDRNOTAVAIL when the host does not
@@ -21,5 +23,8 @@ int net_listen(const char *addr, unsigned port_offset);
  */
 int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
                 void (*prepare)(int fd));
+
+/* The remote end of a connected socket as "HOST:PORT" or "[V6]:PORT", numeric; -1 with errno. */
+int net_peer_name(int fd, char *buf, size_t len);
 
 #endif

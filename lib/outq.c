@@ -33,26 +33,52 @@ static void outq_pop(struct outq *q, int err)
 		it->sent(it, err);
 }
 
+int outq_iov(const struct outq *q, struct iovec *iov, int max)
+{
+	int n = 0;
+	for (const struct outq_item *it = q->head; it && n < max - 1; it = it->next) {
+		size_t s = it->sent_bytes;
+		if (s < it->hdr_len) {
+			iov[n].iov_base = (void *)(it->hdr + s);
+			iov[n++].iov_len = it->hdr_len - s;
+			s = 0;
+		} else {
+			s -= it->hdr_len;
+		}
+		if (it->data_len > s) {
+			iov[n].iov_base = (void *)(it->data + s);
+			iov[n++].iov_len = it->data_len - s;
+		}
+	}
+	return n;
+}
+
+void outq_advance(struct outq *q, size_t n)
+{
+	while (n && q->head) {
+		struct outq_item *it = q->head;
+		size_t total = it->hdr_len + it->data_len;
+		size_t take = total - it->sent_bytes < n ? total - it->sent_bytes : n;
+		it->sent_bytes += take;
+		q->bytes -= take;
+		n -= take;
+		if (it->sent_bytes == total) {
+			q->head = it->next;
+			if (!q->head)
+				q->tail = NULL;
+			q->items--;
+			if (it->sent)
+				it->sent(it, 0);
+		}
+	}
+}
+
 int outq_flush(struct outq *q, int fd)
 {
 	while (q->head) {
 		struct iovec iov[IOV_BATCH];
-		int n = 0;
-		for (struct outq_item *it = q->head; it && n < IOV_BATCH - 1; it = it->next) {
-			size_t s = it->sent_bytes;
-			if (s < it->hdr_len) {
-				iov[n].iov_base = it->hdr + s;
-				iov[n++].iov_len = it->hdr_len - s;
-				s = 0;
-			} else {
-				s -= it->hdr_len;
-			}
-			if (it->data_len > s) {
-				iov[n].iov_base = (void *)(it->data + s);
-				iov[n++].iov_len = it->data_len - s;
-			}
-		}
-		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+		struct msghdr mh = {.msg_iov = iov,
+		                    .msg_iovlen = (size_t)outq_iov(q, iov, IOV_BATCH)};
 		ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (w < 0) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -61,23 +87,7 @@ int outq_flush(struct outq *q, int fd)
 				continue;
 			return -1;
 		}
-		size_t left = (size_t)w;
-		while (left && q->head) {
-			struct outq_item *it = q->head;
-			size_t total = it->hdr_len + it->data_len;
-			size_t take = total - it->sent_bytes < left ? total - it->sent_bytes : left;
-			it->sent_bytes += take;
-			q->bytes -= take;
-			left -= take;
-			if (it->sent_bytes == total) {
-				q->head = it->next;
-				if (!q->head)
-					q->tail = NULL;
-				q->items--;
-				if (it->sent)
-					it->sent(it, 0);
-			}
-		}
+		outq_advance(q, (size_t)w);
 	}
 	return 0;
 }

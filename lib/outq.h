@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct iovec;
+
 struct outq_item {
 	struct outq_item *next;
 	uint8_t hdr[48];
@@ -37,6 +39,11 @@ void outq_free_item_and_data(struct outq_item *it, int err);
 void outq_push(struct outq *q, struct outq_item *it);
 /* Write what the socket takes. 0 when empty, 1 when the socket would block, -1 with errno. */
 int outq_flush(struct outq *q, int fd);
+/* For writers other than sendmsg (a TLS layer): the unsent bytes of the first items as at most
+ * max - 1 iovecs, and their count (0 when empty). */
+int outq_iov(const struct outq *q, struct iovec *iov, int max);
+/* n more bytes left: items now fully written leave the queue and their sent() runs (err 0). */
+void outq_advance(struct outq *q, size_t n);
 /* Drop everything queued, calling sent(it, err) for each. */
 void outq_drop(struct outq *q, int err);
 

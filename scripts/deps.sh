@@ -8,6 +8,8 @@ PACKAGES=(
 	build-essential pkg-config clang clang-format libclang-rt-14-dev
 	libev-dev liburing-dev libssl-dev libjansson-dev
 	libnl-3-dev libnl-genl-3-dev libnl-route-3-dev check libnbd-dev
+	# the TLS tests: certificates (openssl), a man in the middle (python3)
+	openssl python3
 	# tests, bench and demo: real NBD clients (libnbd-bin has nbdinfo, nbdcopy, nbdfuse),
 	# filesystems, namespaces
 	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs

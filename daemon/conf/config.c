@@ -42,6 +42,7 @@ static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
 static const char *const disk_failure_names[] = {"detach", "failover", NULL};
 static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
 static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
+static const char *const transport_names[] = {"tcp", "tls", NULL};
 
 static int enum_log_level(const char *s, void *field)
 {
@@ -225,6 +226,19 @@ static const struct conf_key volume_keys[] = {
             "cluster's)"},
     {"insecure-no-auth", CONF_BOOL, 0, 0, 0, VFIELD(insecure_no_auth), NULL, NULL,
      .doc = "replicate with any peer that connects, unauthenticated (unsafe)"},
+    {"transport", CONF_ENUM, 0, 0, 0, VFIELD(transport), NULL, NULL,
+     .doc = "how the volume's replication link is carried: plain TCP or TLS 1.3",
+     .names = transport_names},
+    {"tls-ca-file", CONF_PATH, 0, 0, 0, VFIELD(tls_ca_file), NULL, NULL,
+     .doc = "the CA certificates the peer's TLS certificate must chain to"},
+    {"tls-cert-file", CONF_PATH, 0, 0, 0, VFIELD(tls_cert_file), NULL, NULL,
+     .doc = "this node's TLS certificate"},
+    {"tls-key-file", CONF_PATH, 0, 0, 0, VFIELD(tls_key_file), NULL, NULL,
+     .doc = "the private key of this node's TLS certificate"},
+    {"tls-peer-name", CONF_STRING, 0, 0, 0, VFIELD(tls_peer_name), NULL, NULL,
+     .doc = "the name the peer's TLS certificate must carry (default: the peer node's name)"},
+    {"tls-psk-file", CONF_PATH, 0, 0, 0, VFIELD(tls_psk_file), NULL, NULL,
+     .doc = "a TLS pre-shared key file, instead of certificates"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");
@@ -619,11 +633,59 @@ static int volume_check_al(struct conf_parse *ps, const struct conf_block *blk,
 	    v->al_extents, v->name, HAK_AL_EXTENTS_MAX);
 }
 
+/* The first tls-* key written in blk, or NULL. */
+static const char *volume_tls_key(const struct conf_block *blk)
+{
+	static const char *const keys[] = {"tls-ca-file", "tls-cert-file", "tls-key-file",
+	                                   "tls-peer-name", "tls-psk-file"};
+	for (size_t i = 0; i < ARRAY_SIZE(keys); i++)
+		if (conf_parse_find(blk, keys[i]))
+			return keys[i];
+	return NULL;
+}
+
+/* TLS authenticates with a pre-shared key or with certificates, never neither nor both; tls-*
+ * keys without TLS would look like protection that is not there. */
+static int volume_check_tls(struct conf_parse *ps, const struct conf_block *blk,
+                            const struct hak_volume_cfg *v)
+{
+	const char *key = volume_tls_key(blk);
+	bool certs = v->tls_ca_file || v->tls_cert_file || v->tls_key_file || v->tls_peer_name;
+	unsigned line, col;
+
+	if (v->transport != HAK_TRANSPORT_TLS) {
+		if (!key)
+			return 0;
+		setting_pos(blk, key, &line, &col);
+		return conf_parse_error(ps, line, col,
+		                        "Volume '%s' has %s but its transport is tcp; add "
+		                        "'transport tls' or remove the tls-* keys.",
+		                        v->name, key);
+	}
+	setting_pos(blk, key ? key : "transport", &line, &col);
+	if (v->tls_psk_file && certs)
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has both tls-psk-file and certificate keys; TLS "
+		    "takes a pre-shared key or certificates, not both.",
+		    v->name);
+	if (!v->tls_psk_file && (!v->tls_ca_file || !v->tls_cert_file || !v->tls_key_file))
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has 'transport tls' without %s; give "
+		    "tls-ca-file, tls-cert-file and tls-key-file, or tls-psk-file.",
+		    v->name,
+		    !v->tls_ca_file     ? "tls-ca-file"
+		    : !v->tls_cert_file ? "tls-cert-file"
+		                        : "tls-key-file");
+	return 0;
+}
+
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
 {
 	(void)ctx;
 	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0 ||
-	    volume_check_al(ps, blk, base) < 0)
+	    volume_check_al(ps, blk, base) < 0 || volume_check_tls(ps, blk, base) < 0)
 		return -1;
 	return volume_check_ping(ps, blk, base);
 }
@@ -1228,6 +1290,11 @@ void config_free(struct hak_config *cfg)
 		free(v->sb_hook);
 		free(v->local_io_error_hook);
 		free(v->auth_key_file);
+		free(v->tls_ca_file);
+		free(v->tls_cert_file);
+		free(v->tls_key_file);
+		free(v->tls_peer_name);
+		free(v->tls_psk_file);
 	}
 	for (size_t i = 0; i < cfg->n_nodes; i++) {
 		free(cfg->nodes[i].name);

@@ -106,6 +106,12 @@ enum hak_csums {
 	HAK_CSUMS_AFTER_CRASH, /* only the full resync owed to a primary that crashed */
 };
 
+/* The replication link of a volume ("transport"). */
+enum hak_transport {
+	HAK_TRANSPORT_TCP,
+	HAK_TRANSPORT_TLS, /* TLS 1.3: certificates (tls-ca-file...) or a key (tls-psk-file) */
+};
+
 /* What a volume does when its backing store fails a request ("on-io-error"). */
 enum hak_io_error_policy {
 	HAK_IOERR_DETACH = 0, /* drop the disk, go Diskless, serve through the peer (default) */
@@ -179,7 +185,14 @@ struct hak_volume_cfg {
 	                       * may replicate; default the cluster's; required with nodes
 	                       * unless "insecure-no-auth" */
 	int insecure_no_auth; /* "insecure-no-auth" (default no): any peer may connect */
-	unsigned line;        /* line of the "volume" keyword, for later diagnostics */
+	enum hak_transport transport; /* "transport" tcp|tls (default tcp) */
+	char *tls_ca_file;   /* "tls-ca-file": the CA the peer's certificate must chain to */
+	char *tls_cert_file; /* "tls-cert-file": this node's certificate (PEM) */
+	char *tls_key_file;  /* "tls-key-file": its private key */
+	char *tls_peer_name; /* "tls-peer-name": the name in the peer's certificate;
+	                      * NULL: the peer node's name */
+	char *tls_psk_file;  /* "tls-psk-file": a pre-shared key instead of certificates */
+	unsigned line;       /* line of the "volume" keyword, for later diagnostics */
 };
 
 struct hak_config {

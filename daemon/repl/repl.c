@@ -37,6 +37,7 @@
 #include "ship.h"
 #include "splitbrain.h"
 #include "transport/peerauth.h"
+#include "transport/tls.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -858,7 +859,8 @@ static void start_connect(struct repl *r)
 	                             .bind_host = r->p.self->host,
 	                             .ops = &stream_ops,
 	                             .ctx = r,
-	                             .done = connect_done};
+	                             .done = connect_done,
+	                             .topts = r->p.topts};
 	for (int i = 0; i < 2; i++) {
 		if (tconnect_start(r->p.transport, &cp, &r->connecting[i]) < 0) {
 			r->connecting[i] = NULL;
@@ -1169,6 +1171,17 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 	return repl_connect(r, err, errlen);
 }
 
+/* The link's transport, and for TLS whether the kernel does the records and the cipher. */
+static void repl_status_transport(const struct repl *r, json_t *o)
+{
+	bool ktls;
+	const char *cipher;
+	json_object_set_new(o, "transport", json_string(r->p.transport->name));
+	if (r->data && tls_stream_info(r->data, &ktls, &cipher) == 0)
+		json_object_set_new(o, "tls",
+		                    json_pack("{s:b, s:s}", "ktls", ktls, "cipher", cipher));
+}
+
 json_t *repl_status_json(const struct repl *r)
 {
 	uint64_t oos = bitmap_count(r->bm) * (uint64_t)r->sb.bitmap_block_size;
@@ -1197,6 +1210,7 @@ json_t *repl_status_json(const struct repl *r)
 		json_object_set_new(o, "auth", json_string(r->auth ? "hmac-sha256" : "none"));
 		json_object_set_new(o, "auth_refused",
 		                    json_integer(r->auth ? (json_int_t)r->auth->refused : 0));
+		repl_status_transport(r, o);
 		/* As the peer's barriers' target: how many flushes answered how many barriers. */
 		json_object_set_new(o, "barriers_acked",
 		                    json_integer((json_int_t)r->barriers_acked));
@@ -1336,6 +1350,30 @@ out:
 	return rc;
 }
 
+/* The volume's configured transport; for tls its context, from the files, once. */
+static int repl_transport_open(struct repl *r, char *err, size_t errlen)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	char terr[512];
+	if (vc->transport != HAK_TRANSPORT_TLS) {
+		r->p.transport = transport_find("tcp");
+		return 0;
+	}
+	struct tls_params tp = {.ca_file = vc->tls_ca_file,
+	                        .cert_file = vc->tls_cert_file,
+	                        .key_file = vc->tls_key_file,
+	                        .peer_name =
+	                            vc->tls_peer_name ? vc->tls_peer_name : r->p.peer->name,
+	                        .psk_file = vc->tls_psk_file};
+	if (tls_ctx_create(&tp, &r->tls, terr, sizeof(terr)) < 0) {
+		snprintf(err, errlen, "Volume %s: %s", r->name, terr);
+		return -1;
+	}
+	r->p.transport = &transport_tls;
+	r->p.topts = r->tls;
+	return 0;
+}
+
 int repl_create(const struct repl_params *p, struct repl **out, char *err, size_t errlen)
 {
 	struct repl *r = calloc(1, sizeof(*r));
@@ -1346,8 +1384,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	r->p = *p;
 	r->name = p->vcfg->name;
 	r->mode = (enum repl_mode)p->vcfg->mode;
-	if (!r->p.transport)
-		r->p.transport = transport_find("tcp");
+	if (!r->p.transport && repl_transport_open(r, err, errlen) < 0)
+		goto fail;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
 	/* Every part of replication registers its hooks: their order is fixed by the CONN_LOST_*
 	 * and RANGE_FREE_* constants (repl_int.h), not by the order of these calls. */
@@ -1399,7 +1437,8 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		                            .port_offset = p->vcfg->port_offset,
 		                            .ops = &stream_ops,
 		                            .ctx = r,
-		                            .accepted = accepted};
+		                            .accepted = accepted,
+		                            .topts = r->p.topts};
 		if (tlistener_open(r->p.transport, &lp, &r->listener) < 0) {
 			r->listener = NULL;
 			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
@@ -1434,6 +1473,7 @@ fail:
 	if (r->meta)
 		meta_close(r->meta);
 	tlistener_close(r->listener);
+	tls_ctx_free(r->tls);
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
 	free(r->auth);
@@ -1484,5 +1524,6 @@ void repl_destroy(struct repl *r)
 	if (r->auth)
 		OPENSSL_cleanse(r->auth, sizeof(*r->auth));
 	free(r->auth);
+	tls_ctx_free(r->tls); /* after every stream: repl_shutdown closed them */
 	free(r);
 }

@@ -44,8 +44,10 @@ struct repl_params {
 	/* Role changes: the volume's NBD server refuses clients unless primary. */
 	void (*role_changed)(void *ctx, enum repl_role role);
 	void *ctx;
-	/* The transport to the peer; NULL: tcp. Unit tests can pass the in-memory one. */
+	/* The transport to the peer and its options (topts); NULL: the volume's "transport", with
+	 * options made from its tls-* keys. Unit tests can pass the in-memory one. */
 	const struct transport_ops *transport;
+	void *topts;
 };
 
 /* Open metadata (hakctl create-md must have run), load the bitmap, start connecting. */

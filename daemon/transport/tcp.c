@@ -40,20 +40,24 @@ struct tcp_stream {
 	bool dead, paused;
 	int in_cb;
 	bool close_pending;
+	/* A layer between the frames and the socket (tls.c), or NULL for plain syscalls. */
+	const struct tcp_io *io;
+	void *io_ctx;
+	/* The layer's read waits for the socket to be writable, or its write for it to be
+	 * readable (a TLS record in the way). */
+	bool rd_wants_w, wr_wants_r;
 };
 
 struct tcp_listener {
 	struct tlistener base;
 	struct tlisten_params p; /* addr is not kept: only used to open */
-	int fd;
-	ev_io io;
+	struct tcp_acceptor a;
 };
 
 struct tcp_connect {
 	struct tconnect base;
 	struct tconnect_params p; /* addr and bind_host are not kept */
-	int fd;
-	ev_io io;
+	struct tcp_connector k;
 	bool in_done; /* done() is running: a cancel from inside it is too late */
 };
 
@@ -81,6 +85,8 @@ static void stream_free(struct tcp_stream *s)
 {
 	stream_stop(s);
 	outq_drop(&s->q, ECANCELED);
+	if (s->io)
+		s->io->free(s->io_ctx);
 	if (s->fd >= 0)
 		close(s->fd);
 	if (s->payload)
@@ -103,14 +109,23 @@ static void stream_fail(struct tcp_stream *s, const char *why)
 		stream_free(s);
 }
 
-static void tcp_try_flush(struct tstream *ts)
+/* outq_flush through the layer: 0 empty, 1 blocked until writable, 2 until readable, -1. */
+static int stream_write(struct tcp_stream *s, char *why, size_t whylen)
 {
-	struct tcp_stream *s = tcp_of(ts);
-	if (!s->dead)
-		(void)outq_flush(&s->q, s->fd);
+	if (s->io && s->io->flush)
+		return s->io->flush(s->io_ctx, &s->q, why, whylen);
+	return outq_flush(&s->q, s->fd);
 }
 
-static void tcp_close(struct tstream *ts)
+void tcp_try_flush(struct tstream *ts)
+{
+	struct tcp_stream *s = tcp_of(ts);
+	char why[8];
+	if (!s->dead)
+		(void)stream_write(s, why, sizeof(why));
+}
+
+void tcp_close(struct tstream *ts)
 {
 	struct tcp_stream *s = tcp_of(ts);
 	if (s->in_cb) {
@@ -129,14 +144,16 @@ static void stream_flush(struct tcp_stream *s)
 {
 	/* Everything queued goes now, lazy items included. */
 	ev_timer_stop(s->loop, &s->lazy_w);
-	int rc = outq_flush(&s->q, s->fd);
+	char why[200] = "";
+	int rc = stream_write(s, why, sizeof(why));
 	if (rc < 0) {
-		char why[128];
-		snprintf(why, sizeof(why), "sending failed: %s", strerror(errno));
+		if (!why[0])
+			snprintf(why, sizeof(why), "sending failed: %s", strerror(errno));
 		stream_fail(s, why);
 		return;
 	}
-	if (rc == 1)
+	s->wr_wants_r = rc == 2;
+	if (rc == 1 || s->rd_wants_w)
 		ev_io_start(s->loop, &s->wio);
 	else
 		ev_io_stop(s->loop, &s->wio);
@@ -151,13 +168,6 @@ static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 }
 
 static void lazy_cb(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	stream_flush(w->data);
-}
-
-static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	(void)loop;
 	(void)revents;
@@ -219,13 +229,21 @@ static bool stream_parse(struct tcp_stream *s)
 	return !s->dead;
 }
 
+static ssize_t stream_read_into(struct tcp_stream *s, void *buf, size_t len, char *why,
+                                size_t whylen)
+{
+	if (s->io && s->io->read)
+		return s->io->read(s->io_ctx, buf, len, why, whylen);
+	return read(s->fd, buf, len);
+}
+
 /* One read into the input buffer, or straight into a bulk payload: the read's result. */
-static ssize_t stream_read(struct tcp_stream *s)
+static ssize_t stream_read(struct tcp_stream *s, char *why, size_t whylen)
 {
 	ssize_t r;
 	if (s->have_hdr && s->in_pos == s->in_len && s->hdr.len - s->got > 65536) {
 		/* Bulk payloads go straight into their buffer. */
-		r = read(s->fd, s->payload + s->got, s->hdr.len - s->got);
+		r = stream_read_into(s, s->payload + s->got, s->hdr.len - s->got, why, whylen);
 		if (r > 0)
 			s->got += (uint32_t)r;
 		return r;
@@ -235,37 +253,78 @@ static ssize_t stream_read(struct tcp_stream *s)
 		s->in_len -= s->in_pos;
 		s->in_pos = 0;
 	}
-	r = read(s->fd, s->in + s->in_len, IN_SIZE - s->in_len);
+	r = stream_read_into(s, s->in + s->in_len, IN_SIZE - s->in_len, why, whylen);
 	if (r > 0)
 		s->in_len += (size_t)r;
 	return r;
 }
 
-static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
+/* A layer may hold bytes the socket no longer signals (a decrypted record): read again soon. */
+static void stream_rearm(struct tcp_stream *s)
 {
-	struct tcp_stream *s = w->data;
-	(void)revents;
-	s->in_cb++;
+	if (s->io && s->io->pending && !s->dead && !s->paused && s->io->pending(s->io_ctx))
+		ev_feed_event(s->loop, &s->rio, EV_READ);
+}
+
+/* Up to 16 reads, each parsed. The caller holds in_cb. */
+static void stream_read_some(struct tcp_stream *s)
+{
+	char why[200] = "";
 	for (int i = 0; i < 16 && !s->dead && !s->paused; i++) {
-		ssize_t r = stream_read(s);
+		ssize_t r = stream_read(s, why, sizeof(why));
 		if (r > 0) {
-			s->last_rx = ev_now(loop);
+			s->last_rx = ev_now(s->loop);
 			stream_parse(s);
 			continue;
 		}
 		if (r == 0) {
 			stream_fail(s, "the peer closed the connection");
-			break;
+			return;
 		}
 		if (errno == EAGAIN || errno == EWOULDBLOCK)
 			break;
 		if (errno == EINTR)
 			continue;
-		char why[128];
-		snprintf(why, sizeof(why), "receiving failed: %s", strerror(errno));
+		if (errno == EINPROGRESS) {
+			s->rd_wants_w = true;
+			ev_io_start(s->loop, &s->wio);
+			return;
+		}
+		if (!why[0])
+			snprintf(why, sizeof(why), "receiving failed: %s", strerror(errno));
 		stream_fail(s, why);
-		break;
+		return;
 	}
+	stream_rearm(s);
+}
+
+static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_stream *s = w->data;
+	(void)loop;
+	(void)revents;
+	s->in_cb++;
+	if (s->wr_wants_r)
+		stream_flush(s);
+	if (!s->dead)
+		stream_read_some(s);
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+static void write_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_stream *s = w->data;
+	(void)loop;
+	(void)revents;
+	s->in_cb++;
+	if (s->rd_wants_w) {
+		s->rd_wants_w = false;
+		stream_read_some(s);
+	}
+	if (!s->dead)
+		stream_flush(s);
 	s->in_cb--;
 	if (s->close_pending && !s->in_cb)
 		stream_free(s);
@@ -273,6 +332,12 @@ static void read_cb(struct ev_loop *loop, ev_io *w, int revents)
 
 int tcp_stream_create(struct ev_loop *loop, int fd, const struct tstream_ops *ops, void *ctx,
                       struct tstream **out)
+{
+	return tcp_stream_create_io(loop, fd, NULL, NULL, ops, ctx, out);
+}
+
+int tcp_stream_create_io(struct ev_loop *loop, int fd, const struct tcp_io *io, void *io_ctx,
+                         const struct tstream_ops *ops, void *ctx, struct tstream **out)
 {
 	struct tcp_stream *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -285,9 +350,11 @@ int tcp_stream_create(struct ev_loop *loop, int fd, const struct tstream_ops *op
 		errno = ENOMEM;
 		return -1;
 	}
-	s->base.t = &transport_tcp;
+	s->base.t = io && io->transport ? io->transport : &transport_tcp;
 	s->loop = loop;
 	s->fd = fd;
+	s->io = io;
+	s->io_ctx = io_ctx;
 	s->base.ops = ops;
 	s->base.ctx = ctx;
 	s->last_rx = ev_now(loop);
@@ -297,11 +364,18 @@ int tcp_stream_create(struct ev_loop *loop, int fd, const struct tstream_ops *op
 	ev_timer_init(&s->lazy_w, lazy_cb, 0., 0.);
 	s->rio.data = s->wio.data = s->prep.data = s->lazy_w.data = s;
 	ev_io_start(loop, &s->rio);
+	stream_rearm(s);
 	*out = &s->base;
 	return 0;
 }
 
-static void tcp_send(struct tstream *ts, struct outq_item *it)
+void *tcp_stream_io(const struct tstream *ts, const struct tcp_io *io)
+{
+	const struct tcp_stream *s = tcp_of_const(ts);
+	return ts->t->send == tcp_send && s->io == io ? s->io_ctx : NULL;
+}
+
+void tcp_send(struct tstream *ts, struct outq_item *it)
 {
 	struct tcp_stream *s = tcp_of(ts);
 	if (s->dead) {
@@ -314,14 +388,14 @@ static void tcp_send(struct tstream *ts, struct outq_item *it)
 		ev_prepare_start(s->loop, &s->prep);
 }
 
-static void tcp_set_lazy(struct tstream *ts, double delay, size_t bytes)
+void tcp_set_lazy(struct tstream *ts, double delay, size_t bytes)
 {
 	struct tcp_stream *s = tcp_of(ts);
 	s->lazy_delay = delay;
 	s->lazy_bytes = bytes;
 }
 
-static void tcp_send_lazy(struct tstream *ts, struct outq_item *it)
+void tcp_send_lazy(struct tstream *ts, struct outq_item *it)
 {
 	struct tcp_stream *s = tcp_of(ts);
 	if (s->dead || s->lazy_delay <= 0) {
@@ -342,8 +416,8 @@ static void tcp_send_lazy(struct tstream *ts, struct outq_item *it)
 	}
 }
 
-static int tcp_send_small(struct tstream *ts, uint16_t type, uint16_t flags, const void *payload,
-                          uint32_t len, bool lazy)
+int tcp_send_small(struct tstream *ts, uint16_t type, uint16_t flags, const void *payload,
+                   uint32_t len, bool lazy)
 {
 	struct outq_item *it = tstream_small_item(type, flags, payload, len);
 	if (!it)
@@ -355,12 +429,12 @@ static int tcp_send_small(struct tstream *ts, uint16_t type, uint16_t flags, con
 	return 0;
 }
 
-static size_t tcp_queued(const struct tstream *ts)
+size_t tcp_queued(const struct tstream *ts)
 {
 	return tcp_of_const(ts)->q.bytes;
 }
 
-static void tcp_pause(struct tstream *ts, bool paused)
+void tcp_pause(struct tstream *ts, bool paused)
 {
 	struct tcp_stream *s = tcp_of(ts);
 	if (s->dead || s->paused == paused)
@@ -373,36 +447,27 @@ static void tcp_pause(struct tstream *ts, bool paused)
 	ev_io_start(s->loop, &s->rio);
 	s->in_cb++;
 	stream_parse(s); /* frames already buffered */
+	stream_rearm(s);
 	s->in_cb--;
 	if (s->close_pending && !s->in_cb)
 		stream_free(s);
 }
 
-static double tcp_idle(const struct tstream *ts)
+double tcp_idle(const struct tstream *ts)
 {
 	const struct tcp_stream *s = tcp_of_const(ts);
 	return ev_now(s->loop) - s->last_rx;
 }
 
-static int tcp_peer_name(const struct tstream *ts, char *buf, size_t len)
+int tcp_peer_name(const struct tstream *ts, char *buf, size_t len)
 {
-	const struct tcp_stream *s = tcp_of_const(ts);
-	struct sockaddr_storage sa;
-	socklen_t salen = sizeof(sa);
-	char host[NI_MAXHOST], port[NI_MAXSERV];
-
-	if (getpeername(s->fd, (struct sockaddr *)&sa, &salen) < 0 ||
-	    getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
-	                NI_NUMERICHOST | NI_NUMERICSERV) != 0)
-		return -1;
-	snprintf(buf, len, sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
-	return 0;
+	return net_peer_name(tcp_of_const(ts)->fd, buf, len);
 }
 
 /* ---- listen and connect ------------------------------------------------------------------ */
 
 /* Socket options for a replication stream: no Nagle, keepalive, short user timeout. */
-static void tcp_tune(int fd)
+void tcp_tune(int fd)
 {
 	int one = 1, idle = 5, intvl = 1, cnt = 3;
 	unsigned int user_timeout = 5000;
@@ -416,16 +481,85 @@ static void tcp_tune(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
 }
 
-static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void acceptor_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
-	struct tcp_listener *l = w->data;
+	struct tcp_acceptor *a = w->data;
+	(void)loop;
 	(void)revents;
-	int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	int fd = accept4(a->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	tcp_tune(fd);
+	a->take(a, fd);
+}
+
+int tcp_acceptor_open(struct tcp_acceptor *a, struct ev_loop *loop, const char *addr,
+                      unsigned port_offset, void (*take)(struct tcp_acceptor *a, int fd),
+                      void *owner)
+{
+	a->fd = net_listen(addr, port_offset);
+	if (a->fd < 0)
+		return -1;
+	a->loop = loop;
+	a->take = take;
+	a->owner = owner;
+	ev_io_init(&a->io, acceptor_cb, a->fd, EV_READ);
+	a->io.data = a;
+	ev_io_start(loop, &a->io);
+	return 0;
+}
+
+void tcp_acceptor_close(struct tcp_acceptor *a)
+{
+	ev_io_stop(a->loop, &a->io);
+	close(a->fd);
+}
+
+static void connector_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct tcp_connector *k = w->data;
+	int err = 0, fd = k->fd;
+	socklen_t len = sizeof(err);
+	(void)revents;
+	ev_io_stop(loop, w);
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+		err = errno;
+	if (err) {
+		close(fd);
+		fd = -1;
+	}
+	k->fd = -1; /* the hook's now */
+	k->done(k, fd, err);
+}
+
+int tcp_connector_start(struct tcp_connector *k, const struct tconnect_params *p,
+                        void (*done)(struct tcp_connector *k, int fd, int err), void *owner)
+{
+	k->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
+	if (k->fd < 0)
+		return -1;
+	k->loop = p->loop;
+	k->done = done;
+	k->owner = owner;
+	ev_io_init(&k->io, connector_cb, k->fd, EV_WRITE);
+	k->io.data = k;
+	ev_io_start(p->loop, &k->io);
+	return 0;
+}
+
+void tcp_connector_cancel(struct tcp_connector *k)
+{
+	ev_io_stop(k->loop, &k->io);
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+}
+
+static void listener_take(struct tcp_acceptor *a, int fd)
+{
+	struct tcp_listener *l = a->owner;
 	struct tstream *s;
-	if (tcp_stream_create(loop, fd, l->p.ops, l->p.ctx, &s) < 0) {
+	if (tcp_stream_create(a->loop, fd, l->p.ops, l->p.ctx, &s) < 0) {
 		close(fd);
 		return;
 	}
@@ -440,8 +574,7 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 		errno = ENOMEM;
 		return -1;
 	}
-	l->fd = net_listen(p->addr, p->port_offset);
-	if (l->fd < 0) {
+	if (tcp_acceptor_open(&l->a, p->loop, p->addr, p->port_offset, listener_take, l) < 0) {
 		int saved = errno;
 		free(l);
 		errno = saved;
@@ -450,9 +583,6 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 	l->base.t = &transport_tcp;
 	l->p = *p;
 	l->p.addr = NULL;
-	ev_io_init(&l->io, accept_cb, l->fd, EV_READ);
-	l->io.data = l;
-	ev_io_start(p->loop, &l->io);
 	*out = &l->base;
 	return 0;
 }
@@ -460,25 +590,18 @@ static int tcp_listen(const struct tlisten_params *p, struct tlistener **out)
 static void tcp_listener_close(struct tlistener *tl)
 {
 	struct tcp_listener *l = (struct tcp_listener *)tl;
-	ev_io_stop(l->p.loop, &l->io);
-	close(l->fd);
+	tcp_acceptor_close(&l->a);
 	free(l);
 }
 
-static void connect_done_cb(struct ev_loop *loop, ev_io *w, int revents)
+static void connect_done(struct tcp_connector *k, int fd, int err)
 {
-	struct tcp_connect *c = w->data;
-	int err = 0;
-	socklen_t len = sizeof(err);
+	struct tcp_connect *c = k->owner;
 	struct tstream *s = NULL;
-	(void)revents;
-	ev_io_stop(loop, w);
-	if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+	if (!err && tcp_stream_create(k->loop, fd, c->p.ops, c->p.ctx, &s) < 0) {
 		err = errno;
-	if (!err && tcp_stream_create(loop, c->fd, c->p.ops, c->p.ctx, &s) < 0)
-		err = errno;
-	if (err)
-		close(c->fd);
+		close(fd);
+	}
 	c->in_done = true;
 	c->p.done(c->p.ctx, &c->base, s, err);
 	free(c);
@@ -491,8 +614,7 @@ static int tcp_connect(const struct tconnect_params *p, struct tconnect **out)
 		errno = ENOMEM;
 		return -1;
 	}
-	c->fd = net_connect(p->addr, p->port_offset, p->bind_host, tcp_tune);
-	if (c->fd < 0) {
+	if (tcp_connector_start(&c->k, p, connect_done, c) < 0) {
 		int saved = errno;
 		free(c);
 		errno = saved;
@@ -501,9 +623,6 @@ static int tcp_connect(const struct tconnect_params *p, struct tconnect **out)
 	c->base.t = &transport_tcp;
 	c->p = *p;
 	c->p.addr = c->p.bind_host = NULL;
-	ev_io_init(&c->io, connect_done_cb, c->fd, EV_WRITE);
-	c->io.data = c;
-	ev_io_start(p->loop, &c->io);
 	*out = &c->base;
 	return 0;
 }
@@ -513,8 +632,7 @@ static void tcp_connect_cancel(struct tconnect *tc)
 	struct tcp_connect *c = (struct tcp_connect *)tc;
 	if (c->in_done)
 		return; /* the fd went to the stream or was closed; freed after done() */
-	ev_io_stop(c->p.loop, &c->io);
-	close(c->fd);
+	tcp_connector_cancel(&c->k);
 	free(c);
 }
 
@@ -524,14 +642,5 @@ const struct transport_ops transport_tcp = {
     .listener_close = tcp_listener_close,
     .connect = tcp_connect,
     .connect_cancel = tcp_connect_cancel,
-    .send = tcp_send,
-    .send_lazy = tcp_send_lazy,
-    .send_small = tcp_send_small,
-    .set_lazy = tcp_set_lazy,
-    .queued = tcp_queued,
-    .pause = tcp_pause,
-    .idle = tcp_idle,
-    .try_flush = tcp_try_flush,
-    .close = tcp_close,
-    .peer_name = tcp_peer_name,
+    TCP_STREAM_OPS,
 };

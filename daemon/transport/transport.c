@@ -8,9 +8,10 @@
 
 #include "peerauth.h"
 #include "tcp.h"
+#include "tls.h"
 
-/* The transports this build has, by name. TLS and RDMA join here (with their build options). */
-static const struct transport_ops *const transports[] = {&transport_tcp};
+/* The transports this build has, by name. RDMA joins here (with its build option). */
+static const struct transport_ops *const transports[] = {&transport_tcp, &transport_tls};
 
 const struct transport_ops *transport_find(const char *name)
 {

@@ -6,8 +6,8 @@
  * wire.c, shared by every implementation) and hands each to its owner with the payload in a
  * buffer the owner then owns (buf_put(payload, hdr->len)).
  *
- * Implementations: tcp (tcp.c). The unit tests add an in-memory one
- * (tests/unit/support/memtransport.h). TLS and RDMA are to come as siblings of tcp.c.
+ * Implementations: tcp (tcp.c) and tls (tls.c, TCP streams with a TLS 1.3 layer). The unit tests
+ * add an in-memory one (tests/unit/support/memtransport.h). RDMA is to come as a sibling.
  *
  * Callers use the tstream_* / tlistener_* / tconnect_* calls below, which dispatch through the
  * object's transport (one indirect call). Implementations embed struct tstream, struct tlistener
@@ -66,6 +66,7 @@ struct tlisten_params {
 	const struct tstream_ops *ops;
 	void *ctx;
 	void (*accepted)(void *ctx, struct tlistener *l, struct tstream *s);
+	void *topts; /* the transport's own options (tls: a struct tls_ctx); NULL for tcp */
 };
 
 /* An outgoing connection: done() runs once, from the loop, with the stream (of ops/ctx, owned by
@@ -79,6 +80,7 @@ struct tconnect_params {
 	const struct tstream_ops *ops;
 	void *ctx;
 	void (*done)(void *ctx, struct tconnect *c, struct tstream *s, int err);
+	void *topts; /* as in tlisten_params */
 };
 
 /* One implementation. Every member is required but peer_name (peerauth.c's wrapper, which only

@@ -12,6 +12,10 @@
 #                            PAIR_AUTH=none configures insecure-no-auth instead.
 #                            PAIR_VOL2=NAME adds a second volume NAME (same mode and size,
 #                            backing WORK/NODE-NAME.img, replication port offset 1).
+#                            PAIR_TRANSPORT=tls replicates over TLS with certificates made per run
+#                            into WORK/tls by tests/tls-certs.sh (CA ca, nodes alpha and beta, a
+#                            mallory of the same CA and an impostor-alpha of another);
+#                            PAIR_TRANSPORT=tls-psk with the pre-shared key WORK/tls/psk.
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -55,6 +59,7 @@ volume db {
     connect-interval 200ms
     $(_pair_auth)
     ${PAIR_EXTRA:-}
+$(_pair_tls "$n")
 }
 $(_pair_vol2 "$n")
 EOF
@@ -67,6 +72,19 @@ _pair_auth() {
 	else
 		echo "auth-key-file $WORK/repl.key"
 	fi
+}
+
+# _pair_tls NODE: the volume's transport lines for PAIR_TRANSPORT (none for tcp).
+_pair_tls() {
+	case ${PAIR_TRANSPORT:-tcp} in
+	tcp) ;;
+	tls)
+		printf '    transport tls\n    tls-ca-file %s\n' "$WORK/tls/ca.crt"
+		printf '    tls-cert-file %s\n    tls-key-file %s\n' "$WORK/tls/$1.crt" "$WORK/tls/$1.key"
+		;;
+	tls-psk) printf '    transport tls\n    tls-psk-file %s\n' "$WORK/tls/psk" ;;
+	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls or tls-psk" ;;
+	esac
 }
 
 # _pair_vol2 NODE: the section of the second volume, if PAIR_VOL2 names one.
@@ -93,6 +111,12 @@ pair_setup() {
 	local size=${2:-256M} n v
 	require_cmd ip jq
 	(umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/repl.key")
+	if [[ ${PAIR_TRANSPORT:-tcp} != tcp && ! -d $WORK/tls ]]; then
+		require_cmd openssl
+		mkdir -p "$WORK/tls"
+		"$REPO/tests/tls-certs.sh" "$WORK/tls" alpha beta mallory ||
+			fail "making the TLS certificates in $WORK/tls failed"
+	fi
 	ip netns add "$NS_alpha"
 	defer "ip netns del $NS_alpha 2>/dev/null || true"
 	ip netns add "$NS_beta"

@@ -156,6 +156,30 @@ START_TEST(test_all_keys)
 }
 END_TEST
 
+START_TEST(test_transport_tls)
+{
+	struct hak_config *cfg =
+	    parse_ok("volume c {\n\tbacking /c\n\tnbd-socket /c.nbd\n\ttransport tls\n"
+	             "\ttls-ca-file /etc/hak/ca.crt\n\ttls-cert-file /etc/hak/a.crt\n"
+	             "\ttls-key-file /etc/hak/a.key\n\ttls-peer-name b.example\n}\n"
+	             "volume p {\n\tbacking /p\n\tnbd-socket /p.nbd\n\ttransport tls\n"
+	             "\ttls-psk-file /etc/hak/repl.psk\n}\n"
+	             "volume t {\n\tbacking /t\n\tnbd-socket /t.nbd\n}\n");
+	const struct hak_volume_cfg *c = &cfg->volumes[0], *p = &cfg->volumes[1];
+	ck_assert_int_eq(c->transport, HAK_TRANSPORT_TLS);
+	ck_assert_str_eq(c->tls_ca_file, "/etc/hak/ca.crt");
+	ck_assert_str_eq(c->tls_cert_file, "/etc/hak/a.crt");
+	ck_assert_str_eq(c->tls_key_file, "/etc/hak/a.key");
+	ck_assert_str_eq(c->tls_peer_name, "b.example");
+	ck_assert_ptr_null(c->tls_psk_file);
+	ck_assert_int_eq(p->transport, HAK_TRANSPORT_TLS);
+	ck_assert_str_eq(p->tls_psk_file, "/etc/hak/repl.psk");
+	ck_assert_ptr_null(p->tls_peer_name);
+	ck_assert_int_eq(cfg->volumes[2].transport, HAK_TRANSPORT_TCP);
+	config_free(cfg);
+}
+END_TEST
+
 /* The replication settings of a volume that sets none of them. */
 static void assert_repl_defaults(const struct hak_volume_cfg *v, const char *meta_path)
 {
@@ -592,7 +616,8 @@ static const struct bad_case bad_cases[] = {
      "csums, "
      "on-io-error, local-io-error-hook, al-extents, al-extent-size, resync-rate-max, "
      "resync-rate-min, resync-fill-target, fencing, fence-timeout, auth-key-file, "
-     "insecure-no-auth."},
+     "insecure-no-auth, transport, tls-ca-file, tls-cert-file, tls-key-file, "
+     "tls-peer-name, tls-psk-file."},
     {VOL "\tal-extents 10\n}\n", 4, 13,
      "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
      "12292."},
@@ -894,6 +919,14 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tdescription ab\"c\"\n}\n", 4, 16, "in the middle of a value"},
     {VOL "\tdescription \"a\tb\x01\"\n}\n", 4, 18, "Control character 0x01"},
     {"global {\n\tlog-level \x7finfo\n}\n", 2, 12, "Control character 0x7f"},
+    /* transport tls */
+    {VOL "\ttls-psk-file /k\n}\n", 4, 15, "has tls-psk-file but its transport is tcp"},
+    {VOL "\ttransport tls\n}\n", 4, 12, "'transport tls' without tls-ca-file"},
+    {VOL "\ttransport tls\n\ttls-ca-file /ca\n\ttls-cert-file /c\n}\n", 5, 14,
+     "without tls-key-file"},
+    {VOL "\ttransport tls\n\ttls-psk-file /k\n\ttls-ca-file /ca\n}\n", 6, 14, "not both"},
+    {VOL "\ttransport tls\n\ttls-psk-file /k\n\ttls-peer-name b\n}\n", 6, 16, "not both"},
+    {VOL "\ttransport ssl\n}\n", 4, 12, "tcp, tls"},
     {VOL "\tdescription \"a\\\x02\"\n}\n", 4, 17, "Control character 0x02"},
     {VOL, 1, 1, "Unbalanced braces: this 'volume' section is never closed"},
     {VOL "}\n}\n", 5, 1, "Unbalanced braces: '}' without a matching '{'"},
@@ -1317,6 +1350,7 @@ static Suite *config_suite(void)
 
 	tcase_add_test(tc, test_example_file);
 	tcase_add_test(tc, test_all_keys);
+	tcase_add_test(tc, test_transport_tls);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_lenient_syntax);
 	tcase_add_test(tc, test_repl_nodes);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the replication transport interface. The "stream" cases run on every
- * implementation (TCP over a socketpair, the in-memory one of tests/unit/support): frames cross
+ * implementation (TCP over a socketpair, TLS over loopback with a pre-shared key, the in-memory one
+ * of tests/unit/support): frames cross
  * with their payload, reading pauses, close is safe inside callbacks, failures reach the owner.
  * Then TCP's lazy (coalesced) sends, its listen/connect over loopback, and the in-memory
  * transport's own controls.
@@ -10,6 +11,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@
 
 #include "lib/buf.h"
 #include "support/memtransport.h"
+#include "support/tlspair.h"
 #include "transport/tcp.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
@@ -107,7 +110,8 @@ static void titem_data(struct titem *t, const uint8_t *data, uint32_t len)
 
 /* ---- a connected pair on either implementation --------------------------------------------- */
 
-enum impl { IMPL_TCP, IMPL_MEM, IMPL_N };
+enum impl { IMPL_TCP, IMPL_MEM, IMPL_TLS, IMPL_N };
+static const char *const impl_names[] = {"tcp", "mem", "tls"};
 
 struct pair {
 	enum impl impl;
@@ -115,7 +119,30 @@ struct pair {
 	struct tstream *tx, *rx;
 	struct sink tx_sink, rx_sink;
 	struct memwire wtx, wrx;
+	struct tls_ctx *tls;
 };
+
+/* A TLS pair over loopback, both ends with one pre-shared key. */
+static void pair_open_tls(struct pair *p)
+{
+	char psk[] = "/tmp/hak-psk-XXXXXX";
+	int fd = mkstemp(psk);
+	struct tlspair tp;
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, "0123456789abcdef0123456789abcdef\n", 33), 33);
+	close(fd);
+	struct tls_params tlsp = {.psk_file = psk};
+	char err[256];
+	ck_assert_int_eq(tls_ctx_create(&tlsp, &p->tls, err, sizeof(err)), 0);
+	unlink(psk);
+	ck_assert_int_eq(
+	    tlspair_connect(p->loop, p->tls, p->tls, &ops, &p->rx_sink, &p->tx_sink, &tp), 0);
+	ck_assert_int_eq(tp.client_err, 0);
+	ck_assert_ptr_nonnull(tp.client);
+	ck_assert_ptr_nonnull(tp.server);
+	p->tx = tp.client;
+	p->rx = tp.server;
+}
 
 static void pair_open(struct pair *p, enum impl impl)
 {
@@ -130,11 +157,13 @@ static void pair_open(struct pair *p, enum impl impl)
 		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
 		ck_assert_int_eq(tcp_stream_create(p->loop, sv[0], &ops, &p->tx_sink, &p->tx), 0);
 		ck_assert_int_eq(tcp_stream_create(p->loop, sv[1], &ops, &p->rx_sink, &p->rx), 0);
+	} else if (impl == IMPL_TLS) {
+		pair_open_tls(p);
 	} else {
 		ck_assert_int_eq(memstream_create(&p->wtx, &ops, &p->tx_sink, &p->tx), 0);
 		ck_assert_int_eq(memstream_create(&p->wrx, &ops, &p->rx_sink, &p->rx), 0);
 	}
-	ck_assert_str_eq(p->tx->t->name, impl == IMPL_TCP ? "tcp" : "mem");
+	ck_assert_str_eq(p->tx->t->name, impl_names[impl]);
 }
 
 static void pair_close(struct pair *p)
@@ -143,6 +172,7 @@ static void pair_close(struct pair *p)
 	tstream_close(p->rx);
 	memwire_free(&p->wtx);
 	memwire_free(&p->wrx);
+	tls_ctx_free(p->tls);
 	sink_reset(&p->tx_sink);
 	sink_reset(&p->rx_sink);
 	ev_loop_destroy(p->loop);
@@ -180,7 +210,7 @@ static void mem_cross(struct memwire *from, struct memwire *to)
 /* Let what was sent arrive. */
 static void pair_pump(struct pair *p)
 {
-	if (p->impl == IMPL_TCP) {
+	if (p->impl != IMPL_MEM) {
 		spin(p->loop, 0.03);
 		return;
 	}
@@ -744,6 +774,8 @@ END_TEST
 
 int main(void)
 {
+	/* A TLS stream's socket BIO writes with write(): a closed peer would kill the test. */
+	signal(SIGPIPE, SIG_IGN);
 	Suite *s = suite_create("transport");
 	TCase *t = tcase_create("stream");
 	tcase_add_loop_test(t, frames_cross_with_their_payload, 0, IMPL_N);
