@@ -218,7 +218,7 @@ struct repl {
 	/* Peer authentication of every connection, both sides (transport/peerauth.h); NULL with
 	 * insecure-no-auth. The pending slots below then hold only authenticated streams. */
 	struct tauth *auth;
-	struct tls_ctx *tls;        /* transport tls: made from the configuration by repl_create */
+	struct tls_ctx *tls; /* transport tls: made from the configuration by repl_create */
 	ev_timer conn_timer;
 	ev_timer ping_timer;
 	ev_timer flush_timer;
