@@ -136,9 +136,14 @@ static void print_transport(json_t *r)
 		printf("  transport %s (not connected)\n", tr);
 		return;
 	}
+	bool tx = json_is_true(json_object_get(tls, "ktls_tx"));
+	bool rx = json_is_true(json_object_get(tls, "ktls_rx"));
 	printf("  transport %s: %s, ktls %s\n", tr,
 	       json_string_value(json_object_get(tls, "cipher")),
-	       json_is_true(json_object_get(tls, "ktls")) ? "yes" : "no");
+	       tx && rx ? "yes"
+	       : tx     ? "sending only (the kernel makes the records it sends)"
+	       : rx     ? "receiving only"
+	                : "no");
 }
 
 static void print_volume(json_t *v)

@@ -1174,12 +1174,13 @@ int repl_resolve_discard_local(struct repl *r, char *err, size_t errlen)
 /* The link's transport, and for TLS whether the kernel does the records and the cipher. */
 static void repl_status_transport(const struct repl *r, json_t *o)
 {
-	bool ktls;
+	bool tx, rx;
 	const char *cipher;
 	json_object_set_new(o, "transport", json_string(r->p.transport->name));
-	if (r->data && tls_stream_info(r->data, &ktls, &cipher) == 0)
+	if (r->data && tls_stream_info(r->data, &tx, &rx, &cipher) == 0)
 		json_object_set_new(o, "tls",
-		                    json_pack("{s:b, s:s}", "ktls", ktls, "cipher", cipher));
+		                    json_pack("{s:b, s:b, s:b, s:s}", "ktls", tx && rx, "ktls_tx",
+		                              tx, "ktls_rx", rx, "cipher", cipher));
 }
 
 json_t *repl_status_json(const struct repl *r)

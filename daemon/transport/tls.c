@@ -40,7 +40,8 @@ struct tls_ctx {
 /* A stream's TLS layer. */
 struct tls_conn {
 	SSL *ssl;
-	bool ktls;
+	bool ktls;             /* both directions: the layer steps aside */
+	bool ktls_tx, ktls_rx; /* each direction (OpenSSL 3.0 and TLS 1.3: sending at most) */
 	bool starved; /* the last read wanted more from the socket: what is buffered is partial */
 	uint8_t out[TLS_RECORD]; /* small frames gathered into one record */
 };
@@ -371,7 +372,7 @@ static const struct tcp_io tls_io = {.transport = &transport_tls,
 /* The kernel does the records: plain syscalls, the SSL kept for status. */
 static const struct tcp_io tls_ktls_io = {.transport = &transport_tls, .free = conn_free};
 
-int tls_stream_info(const struct tstream *s, bool *ktls, const char **cipher)
+int tls_stream_info(const struct tstream *s, bool *ktls_tx, bool *ktls_rx, const char **cipher)
 {
 	const struct tls_conn *t = NULL;
 	if (s->t == &transport_tls) {
@@ -381,7 +382,8 @@ int tls_stream_info(const struct tstream *s, bool *ktls, const char **cipher)
 	}
 	if (!t)
 		return -1;
-	*ktls = t->ktls;
+	*ktls_tx = t->ktls_tx;
+	*ktls_rx = t->ktls_rx;
 	*cipher = SSL_get_cipher_name(t->ssl);
 	return 0;
 }
@@ -463,8 +465,11 @@ static void hs_finish(struct tls_hs *h)
 	}
 	t->ssl = h->ssl;
 #ifndef OPENSSL_NO_KTLS
-	t->ktls =
-	    BIO_get_ktls_send(SSL_get_wbio(h->ssl)) && BIO_get_ktls_recv(SSL_get_rbio(h->ssl));
+	/* With sending alone offloaded the layer stays, and SSL_write hands plaintext to the
+	 * kernel, which makes the records. */
+	t->ktls_tx = BIO_get_ktls_send(SSL_get_wbio(h->ssl));
+	t->ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(h->ssl));
+	t->ktls = t->ktls_tx && t->ktls_rx;
 #endif
 	if (tcp_stream_create_io(h->loop, h->fd, t->ktls ? &tls_ktls_io : &tls_io, t, h->ops,
 	                         h->ctx, &s) < 0) {

@@ -60,8 +60,9 @@ int tls_ctx_create(const struct tls_params *p, struct tls_ctx **out, char *err, 
 /* After every listener, connect and stream that uses c is closed. NULL is ignored. */
 void tls_ctx_free(struct tls_ctx *c);
 
-/* For status: whether s is a TLS stream, with its kernel TLS state and cipher suite name. -1
- * when s is not a TLS stream. */
-int tls_stream_info(const struct tstream *s, bool *ktls, const char **cipher);
+/* For status: whether s is a TLS stream, whether the kernel makes its records when sending
+ * (ktls_tx) and reads them (ktls_rx), and its cipher suite name. -1 when s is not a TLS
+ * stream. */
+int tls_stream_info(const struct tstream *s, bool *ktls_tx, bool *ktls_rx, const char **cipher);
 
 #endif

@@ -172,9 +172,9 @@ START_TEST(certificates_carry_frames_both_ways)
 	ck_assert_ptr_nonnull(r.tp.client);
 	ck_assert_ptr_nonnull(r.tp.server);
 	ck_assert_str_eq(r.tp.client->t->name, "tls");
-	bool ktls = true;
+	bool ktls_tx = true, ktls_rx = true;
 	const char *cipher = NULL;
-	ck_assert_int_eq(tls_stream_info(r.tp.client, &ktls, &cipher), 0);
+	ck_assert_int_eq(tls_stream_info(r.tp.client, &ktls_tx, &ktls_rx, &cipher), 0);
 	ck_assert_ptr_nonnull(strstr(cipher, "TLS_AES_"));
 	/* Large payloads (several records each, read straight into the payload) and a burst of
 	 * small frames gathered into records, both ways at once. */
