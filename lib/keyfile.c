@@ -65,3 +65,17 @@ out:
 		errno = e;
 	return rc;
 }
+
+int keyfile_stamp(const char *path, struct file_stamp *out)
+{
+	struct stat st;
+	memset(out, 0, sizeof(*out));
+	if (!path)
+		return 0;
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -1;
+	out->ino = (uint64_t)st.st_ino;
+	out->size = (uint64_t)st.st_size;
+	out->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	return 0;
+}

@@ -8,6 +8,7 @@
 #ifndef HAK_KEYFILE_H
 #define HAK_KEYFILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,5 +28,17 @@ int keyfile_parse(const uint8_t *text, size_t len, const char *what, struct key_
  * errno (EPERM for a file others may read) and a sentence in err. */
 int keyfile_load(const char *path, const char *what, struct key_bytes *key, char *err,
                  size_t errlen);
+
+/* What tells a replaced file from the one read before: inode, size and modification time. */
+struct file_stamp {
+	uint64_t ino, size;
+	int64_t mtime_ns;
+};
+/* path's stamp; a missing file (or NULL path) stamps as zeroes. 0, or -1 with errno. */
+int keyfile_stamp(const char *path, struct file_stamp *out);
+static inline bool file_stamp_same(const struct file_stamp *a, const struct file_stamp *b)
+{
+	return a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
+}
 
 #endif

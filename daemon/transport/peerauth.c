@@ -73,21 +73,19 @@ void peerauth_init(struct tauth *a, const struct key_bytes *key, const char *sel
 
 int peerauth_refresh_key(struct tauth *a)
 {
-	struct stat st;
+	struct file_stamp st;
 	char err[300];
 	int rc = 0;
 	if (!a->key_file)
 		return 0;
-	if (stat(a->key_file, &st) < 0) {
+	if (keyfile_stamp(a->key_file, &st) < 0) {
 		log_msg(LOG_LVL_WARN,
 		        "Volume %s: cannot check the replication key file %s (%s); the key read "
 		        "before stays in use.",
 		        a->volume, a->key_file, strerror(errno));
 		return -1;
 	}
-	int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-	if ((uint64_t)st.st_ino == a->key_stamp.ino && (uint64_t)st.st_size == a->key_stamp.size &&
-	    mt == a->key_stamp.mtime_ns)
+	if (file_stamp_same(&st, &a->key_stamp))
 		return 0;
 	struct key_bytes *k = malloc(sizeof(*k));
 	if (!k || keyfile_load(a->key_file, "replication key", k, err, sizeof(err)) < 0) {
@@ -98,9 +96,7 @@ int peerauth_refresh_key(struct tauth *a)
 		bool first = a->key_stamp.ino == 0 && a->key_stamp.mtime_ns == 0;
 		rc = first || a->key.len != k->len || CRYPTO_memcmp(a->key.bytes, k->bytes, k->len);
 		a->key = *k;
-		a->key_stamp.ino = (uint64_t)st.st_ino;
-		a->key_stamp.size = (uint64_t)st.st_size;
-		a->key_stamp.mtime_ns = mt;
+		a->key_stamp = st;
 		if (rc && !first)
 			log_msg(LOG_LVL_NOTICE,
 			        "Volume %s: the replication key file %s changed; new connections "

@@ -43,10 +43,7 @@ struct tauth {
 	 * both nodes, without a restart: connections already up are not affected. A file that no
 	 * longer loads keeps the old key, with a warning. */
 	const char *key_file;
-	struct {
-		uint64_t ino, size;
-		int64_t mtime_ns;
-	} key_stamp;
+	struct file_stamp key_stamp;
 	char self[WIRE_NAME_MAX + 1]; /* this node's name */
 	char peer[WIRE_NAME_MAX + 1]; /* the only node allowed at the other end */
 	char volume[WIRE_NAME_MAX + 1];

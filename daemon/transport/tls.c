@@ -29,12 +29,18 @@
  * clients holds a bounded number of sockets until their timeout. */
 #define TLS_HS_MAX 32
 
+enum { TLS_FILES = 4 }; /* ca, cert, key, psk */
+
 struct tls_ctx {
 	SSL_CTX *ssl;
 	char *peer_name; /* certificates: the name the peer's must carry; NULL with a PSK */
 	bool psk_mode;
 	uint8_t psk[48]; /* SHA-384 */
 	double timeout;
+	/* What the context was made from, to make it again when a file is replaced: a new
+	 * certificate or key serves the next handshake, without a restart (docs/security.md). */
+	char *files[TLS_FILES];
+	struct file_stamp stamps[TLS_FILES];
 };
 
 /* A stream's TLS layer. */
@@ -200,6 +206,8 @@ static int ctx_setup_certs(struct tls_ctx *c, const struct tls_params *p, char *
 	return err[0] ? -1 : 0;
 }
 
+static int ctx_remember(struct tls_ctx *c, const struct tls_params *p);
+
 int tls_ctx_create(const struct tls_params *p, struct tls_ctx **out, char *err, size_t errlen)
 {
 	struct tls_ctx *c = calloc(1, sizeof(*c));
@@ -241,6 +249,11 @@ int tls_ctx_create(const struct tls_params *p, struct tls_ctx **out, char *err, 
 	if ((p->psk_file ? ctx_setup_psk(c, p, err, errlen) : ctx_setup_certs(c, p, err, errlen)) <
 	    0)
 		goto out;
+	if (ctx_remember(c, p) < 0) {
+		snprintf(err, errlen, "Out of memory.");
+		errno = ENOMEM;
+		goto out;
+	}
 	*out = c;
 	rc = 0;
 out:
@@ -249,12 +262,80 @@ out:
 	return rc;
 }
 
+/* The files of p, in struct tls_ctx's order. */
+static void ctx_files(const struct tls_params *p, const char *f[TLS_FILES])
+{
+	f[0] = p->ca_file;
+	f[1] = p->cert_file;
+	f[2] = p->key_file;
+	f[3] = p->psk_file;
+}
+
+static void ctx_stamps(char *const files[TLS_FILES], struct file_stamp st[TLS_FILES])
+{
+	for (int i = 0; i < TLS_FILES; i++)
+		if (keyfile_stamp(files[i], &st[i]) < 0)
+			memset(&st[i], 0xff, sizeof(st[i])); /* unreadable: differs from any file */
+}
+
+/* Remember p's files and their stamps in c. -1 when memory ran out. */
+static int ctx_remember(struct tls_ctx *c, const struct tls_params *p)
+{
+	const char *f[TLS_FILES];
+	ctx_files(p, f);
+	for (int i = 0; i < TLS_FILES; i++)
+		if (f[i] && !(c->files[i] = strdup(f[i])))
+			return -1;
+	ctx_stamps(c->files, c->stamps);
+	return 0;
+}
+
+/*
+ * Before a handshake: if a file of c was replaced, make the context again from the files and
+ * use it from now on (streams already up keep theirs: each SSL holds its SSL_CTX). A set of
+ * files that does not load leaves the old context in use, with a warning once per change.
+ */
+static void ctx_refresh(struct tls_ctx *c)
+{
+	struct file_stamp now[TLS_FILES];
+	struct tls_ctx *n = NULL;
+	char err[512];
+	ctx_stamps(c->files, now);
+	if (memcmp(now, c->stamps, sizeof(now)) == 0)
+		return;
+	memcpy(c->stamps, now, sizeof(now));
+	struct tls_params p = {.ca_file = c->files[0],
+	                       .cert_file = c->files[1],
+	                       .key_file = c->files[2],
+	                       .psk_file = c->files[3],
+	                       .peer_name = c->peer_name,
+	                       .handshake_timeout = c->timeout};
+	if (tls_ctx_create(&p, &n, err, sizeof(err)) < 0) {
+		log_msg(LOG_LVL_WARN,
+		        "The replication link's TLS files changed but do not load: %s The ones "
+		        "loaded before stay in use.",
+		        err);
+		return;
+	}
+	SSL_CTX *old = c->ssl;
+	c->ssl = n->ssl;
+	n->ssl = old;
+	SSL_CTX_set_app_data(c->ssl, c);
+	memcpy(c->psk, n->psk, sizeof(c->psk));
+	tls_ctx_free(n);
+	log_msg(LOG_LVL_NOTICE, "The replication link's TLS %s changed: new connections use %s.",
+	        c->psk_mode ? "pre-shared key" : "certificate or key files",
+	        c->psk_mode ? "the new key" : "them");
+}
+
 void tls_ctx_free(struct tls_ctx *c)
 {
 	if (!c)
 		return;
 	SSL_CTX_free(c->ssl);
 	free(c->peer_name);
+	for (int i = 0; i < TLS_FILES; i++)
+		free(c->files[i]);
 	OPENSSL_cleanse(c->psk, sizeof(c->psk));
 	free(c);
 }
@@ -532,6 +613,7 @@ static struct tls_hs *hs_start(struct tls_ctx *c, struct ev_loop *loop, int fd, 
 	h->fd = fd;
 	h->ops = ops;
 	h->ctx = ctx;
+	ctx_refresh(c);
 	if (net_peer_name(fd, h->peer, sizeof(h->peer)) < 0)
 		snprintf(h->peer, sizeof(h->peer), "an unknown address");
 	h->ssl = SSL_new(c->ssl);

@@ -284,6 +284,42 @@ START_TEST(wrong_psk_is_refused)
 }
 END_TEST
 
+/* Copy dir/from over dir/to the way an operator replaces a key: a new file, mode 0600, renamed. */
+static void replace_file(const char *from, const char *to)
+{
+	char src[300], dst[300], tmp[310], buf[4096];
+	snprintf(src, sizeof(src), "%s/%s", dir, from);
+	snprintf(dst, sizeof(dst), "%s/%s", dir, to);
+	snprintf(tmp, sizeof(tmp), "%s.new", dst);
+	int in = open(src, O_RDONLY), out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	ssize_t n = read(in, buf, sizeof(buf));
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(write(out, buf, (size_t)n), n);
+	close(in);
+	close(out);
+	ck_assert_int_eq(rename(tmp, dst), 0);
+}
+
+/* A replaced key file serves the next handshake, without a new context (rotation). */
+START_TEST(replaced_psk_serves_the_next_handshake)
+{
+	struct run r;
+	replace_file("psk", "psk-rot");
+	struct tls_ctx *sc = tlspair_psk_ctx(dir, "psk-rot");
+	run_connect(&r, sc, tlspair_psk_ctx(dir, "psk-wrong"));
+	assert_refused_by_client(&r);
+	r.sc = NULL; /* the server's context lives on */
+	run_close(&r);
+	replace_file("psk-wrong", "psk-rot");
+	run_connect(&r, sc, tlspair_psk_ctx(dir, "psk-wrong"));
+	ck_assert_ptr_nonnull(r.tp.client);
+	ck_assert_ptr_nonnull(r.tp.server);
+	run_close(&r);
+}
+END_TEST
+
 static void never_accepted(void *ctx, struct tlistener *l, struct tstream *s)
 {
 	(void)ctx;
@@ -428,6 +464,7 @@ int main(void)
 	tcase_add_test(t, another_ca_is_refused_on_both_sides);
 	tcase_add_test(t, wrong_name_is_refused);
 	tcase_add_test(t, wrong_psk_is_refused);
+	tcase_add_test(t, replaced_psk_serves_the_next_handshake);
 	tcase_add_test(t, silent_client_is_closed_after_the_timeout);
 	tcase_add_test(t, cancelled_connect_never_finishes);
 	tcase_add_test(t, bad_files_fail_with_a_sentence);
