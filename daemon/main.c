@@ -627,7 +627,13 @@ static int hakd_start(struct hakd *d)
 		const struct hak_volume_cfg *vc = &cfg->volumes[i];
 		struct nbd_server_opts o = {.unix_path = vc->nbd_socket,
 		                            .tcp_listen = vc->nbd_listen,
-		                            .max_clients = cfg->max_clients};
+		                            .max_clients = cfg->max_clients,
+		                            .handshake_timeout = vc->nbd_handshake_timeout,
+		                            .tcp_tls = (int)vc->nbd_tls,
+		                            .tls_cert_file = vc->nbd_tls_cert_file,
+		                            .tls_key_file = vc->nbd_tls_key_file,
+		                            .tls_ca_file = vc->nbd_tls_ca_file,
+		                            .tls_psk_file = vc->nbd_tls_psk_file};
 		struct vol_slot *sl = &d->slots[d->n];
 		if (volume_open(vc, d->io, &d->vols[d->n]) < 0)
 			return -1;
