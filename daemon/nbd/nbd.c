@@ -1196,13 +1196,13 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->prep.data = s;
 	ev_prepare_start(loop, &s->prep);
 	log_vol(LOG_LVL_INFO, cfg->name, NULL,
-	        "Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s (TLS: %s on "
-	        "the UNIX socket%s%s%s).",
+	        "Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s (TLS on the "
+	        "UNIX socket: %s%s%s).",
 	        cfg->backing, (unsigned long long)s->exp.size, s->exp.min_block, s->exp.pref_block,
 	        s->exp.max_payload, o->unix_path, o->tcp_listen ? " and TCP " : "",
 	        o->tcp_listen ? o->tcp_listen : "", nbd_tls_mode_name(s->tls_mode[0]),
-	        o->tcp_listen ? ", " : "", o->tcp_listen ? nbd_tls_mode_name(s->tls_mode[1]) : "",
-	        o->tcp_listen ? " on TCP" : "");
+	        o->tcp_listen ? "; on TCP: " : "",
+	        o->tcp_listen ? nbd_tls_mode_name(s->tls_mode[1]) : "");
 	*out = s;
 	return 0;
 fail:

@@ -37,7 +37,8 @@ struct nbd_tls_ctx {
 struct nbd_tls {
 	SSL *ssl;
 	char peer[96];
-	bool up; /* the handshake completed */
+	char psk_user[PSK_USER_MAX + 1]; /* whom the PSK callback found; "" for certificates */
+	bool up;                         /* the handshake completed */
 	/* Small items are gathered here into one record; SSL_write is retried on the same bytes. */
 	uint8_t stage[STAGE_SIZE];
 	size_t stage_len, stage_pos;
@@ -182,12 +183,15 @@ static unsigned int psk_server_cb(SSL *ssl, const char *identity, unsigned char 
                                   unsigned int max_len)
 {
 	const struct nbd_tls_ctx *ctx = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	struct nbd_tls *t = SSL_get_app_data(ssl);
 
 	for (size_t i = 0; identity && i < ctx->n_psk; i++) {
 		const struct psk_entry *e = &ctx->psk[i];
 		if (strcmp(e->user, identity) != 0 || e->key_len > max_len)
 			continue;
 		memcpy(psk, e->key, e->key_len);
+		/* TLS 1.3 keeps no identity in the session: remember it for the messages. */
+		snprintf(t->psk_user, sizeof(t->psk_user), "%s", e->user);
 		return (unsigned int)e->key_len;
 	}
 	return 0; /* unknown user: the handshake fails */
@@ -310,6 +314,7 @@ struct nbd_tls *nbd_tls_new(struct nbd_tls_ctx *ctx, int fd, const char *peer)
 		return NULL;
 	}
 	snprintf(t->peer, sizeof(t->peer), "%s", peer);
+	SSL_set_app_data(t->ssl, t);
 	SSL_set_accept_state(t->ssl);
 	return t;
 }
@@ -387,7 +392,7 @@ int nbd_tls_handshake(struct nbd_tls *t, enum nbd_tls_want *want, char *err, siz
 
 void nbd_tls_describe(const struct nbd_tls *t, char *buf, size_t len)
 {
-	const char *psk = SSL_get_psk_identity(t->ssl);
+	const char *psk = t->psk_user[0] ? t->psk_user : NULL;
 	X509 *cert = SSL_get0_peer_certificate(t->ssl);
 	char subject[160] = "";
 
