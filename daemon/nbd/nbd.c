@@ -263,6 +263,7 @@ static void conn_free(struct nbd_conn *c)
 			*pp = c->dirty_next;
 	}
 	s->st.clients--;
+	nbd_tls_free(c->tls);
 	free(c->in);
 	free(c->opt_data);
 	free(c);
@@ -317,8 +318,7 @@ static void conn_close(struct nbd_conn *c, const char *why)
 	ev_io_stop(loop, &c->wio);
 	ev_io_stop(loop, &c->tio);
 	ev_timer_stop(loop, &c->hs_timer);
-	nbd_tls_free(c->tls);
-	c->tls = NULL;
+	nbd_tls_close(c->tls); /* a flush up the stack may still hold it: freed in conn_free */
 	close(c->fd);
 	c->fd = -1;
 	outq_drop(&c->out, ECANCELED);

@@ -39,6 +39,7 @@ struct nbd_tls {
 	char peer[96];
 	char psk_user[PSK_USER_MAX + 1]; /* whom the PSK callback found; "" for certificates */
 	bool up;                         /* the handshake completed */
+	bool closed;                     /* nbd_tls_close() ran: the socket is gone */
 	/* Small items are gathered here into one record; SSL_write is retried on the same bytes. */
 	uint8_t stage[STAGE_SIZE];
 	size_t stage_len, stage_pos;
@@ -242,8 +243,11 @@ static int ctx_certs(struct nbd_tls_ctx *ctx, const struct nbd_tls_files *f, cha
 static void ctx_policy(SSL_CTX *ssl)
 {
 	SSL_CTX_set_min_proto_version(ssl, TLS1_2_VERSION);
+	/* A hang-up without close_notify is a hang-up, as on a plain socket: NBD's own framing
+	 * already tells a cut request from a whole one. */
 	SSL_CTX_set_options(ssl, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-	                             SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION);
+	                             SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION |
+	                             SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_num_tickets(ssl, 0);
 	SSL_CTX_set_session_cache_mode(ssl, SSL_SESS_CACHE_OFF);
 	SSL_CTX_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -319,12 +323,20 @@ struct nbd_tls *nbd_tls_new(struct nbd_tls_ctx *ctx, int fd, const char *peer)
 	return t;
 }
 
+void nbd_tls_close(struct nbd_tls *t)
+{
+	if (!t || t->closed)
+		return;
+	if (t->up)
+		(void)SSL_shutdown(t->ssl); /* one try at close_notify; the socket closes anyway */
+	ERR_clear_error();
+	t->closed = true;
+}
+
 void nbd_tls_free(struct nbd_tls *t)
 {
 	if (!t)
 		return;
-	if (t->up)
-		(void)SSL_shutdown(t->ssl); /* one try at close_notify; the socket closes anyway */
 	SSL_free(t->ssl);
 	ERR_clear_error();
 	free(t);
@@ -372,6 +384,11 @@ int nbd_tls_handshake(struct nbd_tls *t, enum nbd_tls_want *want, char *err, siz
 	int ret;
 
 	*want = NBD_TLS_WANT_NONE;
+	if (t->closed) {
+		snprintf(err, errlen, "The connection of client %s is closed.", t->peer);
+		errno = EBADF;
+		return -1;
+	}
 	errno = 0;
 	ret = SSL_do_handshake(t->ssl);
 	if (ret == 1) {
@@ -412,6 +429,11 @@ ssize_t nbd_tls_read(struct nbd_tls *t, void *buf, size_t len, enum nbd_tls_want
 	size_t got = 0;
 
 	*want = NBD_TLS_WANT_NONE;
+	if (t->closed) {
+		snprintf(err, errlen, "The connection of client %s is closed.", t->peer);
+		errno = EBADF;
+		return -1;
+	}
 	errno = 0;
 	int ret = SSL_read_ex(t->ssl, buf, len, &got);
 	if (ret == 1)
@@ -422,13 +444,13 @@ ssize_t nbd_tls_read(struct nbd_tls *t, void *buf, size_t len, enum nbd_tls_want
 
 bool nbd_tls_pending(const struct nbd_tls *t)
 {
-	return SSL_pending(t->ssl) > 0;
+	return !t->closed && SSL_pending(t->ssl) > 0;
 }
 
 /* Copy the head items into the stage until it is full; each fully copied item is sent. */
 static void stage_fill(struct nbd_tls *t, struct outq *q)
 {
-	while (q->head && t->stage_len < STAGE_SIZE) {
+	while (q->head && t->stage_len < STAGE_SIZE && !t->closed) {
 		struct outq_item *it = q->head;
 		size_t total = it->hdr_len + it->data_len, off = it->sent_bytes;
 		/* A big payload is written in place once the stage before it is out. */
@@ -501,6 +523,10 @@ int nbd_tls_flush(struct nbd_tls *t, struct outq *q, enum nbd_tls_want *want)
 	*want = NBD_TLS_WANT_NONE;
 	for (;;) {
 		int st;
+		if (t->closed) {
+			errno = EBADF;
+			return -1;
+		}
 		if (t->stage_pos == t->stage_len) {
 			t->stage_pos = t->stage_len = 0;
 			stage_fill(t, q);
@@ -523,5 +549,5 @@ int nbd_tls_flush(struct nbd_tls *t, struct outq *q, enum nbd_tls_want *want)
 
 bool nbd_tls_unsent(const struct nbd_tls *t)
 {
-	return t->stage_pos < t->stage_len;
+	return !t->closed && t->stage_pos < t->stage_len;
 }

@@ -47,7 +47,13 @@ void nbd_tls_ctx_free(struct nbd_tls_ctx *ctx);
 /* A server session on the connected socket fd; peer names the client in messages. NULL with
  * errno ENOMEM. The fd stays the caller's. */
 struct nbd_tls *nbd_tls_new(struct nbd_tls_ctx *ctx, int fd, const char *peer);
-/* Send close_notify if the session is up (best effort, never blocks) and free it. */
+/*
+ * Send close_notify if the session is up (best effort, never blocks); from then on the session
+ * touches the socket no more and its calls fail with EBADF, so the caller may close the socket
+ * even while a flush further up its stack still holds the session (a sent() callback may close
+ * the connection). nbd_tls_free() releases it once nothing does.
+ */
+void nbd_tls_close(struct nbd_tls *t);
 void nbd_tls_free(struct nbd_tls *t);
 
 /*
