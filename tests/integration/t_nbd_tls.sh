@@ -172,6 +172,14 @@ qemu-io "${QX[@]}" --image-opts "driver=raw,file.$(sed 's/,/,file./g' <<<"$QOPTS
 assert_not_contains "$(cat "$WORK/qio")" "Pattern verification failed" "qemu-io over TLS"
 assert_eq "$(dd if="$IMG" bs=1M skip=40 count=1 status=none | sha256sum)" \
 	"$(head -c $MiB /dev/zero | tr '\0' '\132' | sha256sum)" "qemu-io's write in the backing file"
+# TLS 1.2 is accepted, older versions are not (GnuTLS priority strings through qemu).
+qemu-img info --object "tls-creds-x509,id=tls0,dir=$WORK/cli-good,endpoint=client,priority=NORMAL:-VERS-TLS1.3" \
+	--image-opts "$QOPTS" >"$WORK/q12" 2>&1 || { cat "$WORK/q12"; fail "qemu-img info over TLS 1.2 failed"; }
+log_has cert "switched to TLS: TLSv1.2"
+must_fail "a TLS 1.1 client" qemu-img info --object \
+	"tls-creds-x509,id=tls0,dir=$WORK/cli-good,endpoint=client,priority=NORMAL:-VERS-TLS-ALL:+VERS-TLS1.1:+VERS-TLS1.0" \
+	--image-opts "$QOPTS"
+log_has cert "unsupported protocol"
 
 # The UNIX socket offers TLS but does not require it.
 nbdinfo --size "$(nbd_uri "$WORK/vol.sock" vol)" >/dev/null ||
@@ -224,6 +232,10 @@ assert_eq "$(dd if="$WORK/back2.img" bs=1M skip=8 count=24 status=none | sha256s
 qemu-img info --object "tls-creds-psk,id=tls0,dir=$WORK/qpsk,endpoint=client,username=alice" \
 	--image-opts "driver=nbd,host=127.0.0.1,port=$PORT,export=vol,tls-creds=tls0" \
 	>"$WORK/qinfo2" 2>&1 || { cat "$WORK/qinfo2"; fail "qemu-img info with tls-creds-psk failed"; }
+qemu-img info --object "tls-creds-psk,id=tls0,dir=$WORK/qpsk,endpoint=client,username=alice,priority=NORMAL:-VERS-TLS1.3:+ECDHE-PSK:+PSK" \
+	--image-opts "driver=nbd,host=127.0.0.1,port=$PORT,export=vol,tls-creds=tls0" \
+	>"$WORK/qinfo3" 2>&1 || { cat "$WORK/qinfo3"; fail "qemu-img info with a PSK over TLS 1.2 failed"; }
+log_has psk "switched to TLS: TLSv1.2"
 must_fail "a wrong PSK" nbdinfo --size "$P?tls-psk-file=$WORK/wrong.psk"
 must_fail "an unknown PSK user" nbdinfo --size "nbds://bob@127.0.0.1:$PORT/vol?tls-psk-file=$WORK/bob.psk"
 must_fail "a client without TLS" nbdinfo --size "nbd://127.0.0.1:$PORT/vol"
