@@ -301,6 +301,10 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	    (json_int_t)vs.errors, "invalid_requests", (json_int_t)ns.invalid_requests,
 	    "protocol_errors", (json_int_t)ns.protocol_errors, "in_flight",
 	    (json_int_t)ns.in_flight);
+	static const char *const tls_names[] = {"off", "on", "require"}; /* enum hak_nbd_tls */
+	json_object_set_new(o, "tcp_tls", json_string(tls_names[vc->nbd_tls]));
+	json_object_set_new(o, "tls_sessions", json_integer((json_int_t)ns.tls_sessions));
+	json_object_set_new(o, "tls_failures", json_integer((json_int_t)ns.tls_failures));
 	json_t *lat = json_object();
 	static const char *const lat_names[VOL_LAT__COUNT] = {"write", "flush"};
 	for (int k = 0; lat && k < VOL_LAT__COUNT; k++) {

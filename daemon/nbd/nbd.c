@@ -733,6 +733,7 @@ static void conn_tls_handshake(struct nbd_conn *c)
 
 	if (rc < 0) {
 		c->srv->st.protocol_errors++;
+		c->srv->st.tls_failures++;
 		conn_close(c, err);
 		return;
 	}
@@ -741,6 +742,7 @@ static void conn_tls_handshake(struct nbd_conn *c)
 	if (rc == 1)
 		return;
 	nbd_neg_tls_started(&c->neg);
+	c->srv->st.tls_sessions++;
 	c->state = C_HS_OPT_HDR;
 	nbd_tls_describe(c->tls, desc, sizeof(desc));
 	log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL, "Client %llu (%s) switched to TLS: %s.",

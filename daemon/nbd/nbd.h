@@ -40,6 +40,8 @@ struct nbd_server_stats {
 	uint64_t protocol_errors;  /* connections dropped for violating the protocol */
 	uint64_t invalid_requests; /* requests answered with an error before any I/O */
 	uint64_t in_flight;        /* requests submitted and not yet replied to */
+	uint64_t tls_sessions;     /* TLS handshakes completed */
+	uint64_t tls_failures;     /* TLS handshakes that failed (timeouts not included) */
 };
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,

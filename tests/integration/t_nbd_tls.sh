@@ -216,6 +216,12 @@ cat "$WORK/stall.out"
 log_has cert "did not finish within $HS_TIMEOUT.0 s"
 hakd_alive cert
 nbdinfo --size "$U" >/dev/null || fail "hakd stopped serving after the misbehaving clients"
+S=$(timeout 10 "$HAKCTL" --control "$WORK/ctl" status --json) || fail "hakctl status failed"
+assert_eq "$(jq -r '.volumes[0].tcp_tls' <<<"$S")" require "tcp_tls in hakctl status"
+(($(jq '.volumes[0].tls_sessions' <<<"$S") >= 5)) || fail "tls_sessions in hakctl status: $S"
+(($(jq '.volumes[0].tls_failures' <<<"$S") >= 3)) || fail "tls_failures in hakctl status: $S"
+assert_contains "$(timeout 10 "$HAKCTL" --control "$WORK/ctl" status)" "(TLS require)" \
+	"hakctl status"
 hakd_stop cert
 
 # === 3. pre-shared keys =========================================================================
