@@ -640,7 +640,7 @@ static void case_tls_required(const struct opts *o)
 	                                NBD_OPT_STRUCTURED_REPLY, 99};
 	unsigned char go[6] = {0};
 	struct opt_reply rep;
-	size_t i, extra;
+	size_t i, extra = 0;
 	int fd;
 
 	cur_case = "tls-required";
