@@ -166,7 +166,7 @@ QOPTS="driver=nbd,host=127.0.0.1,port=$PORT,export=vol,tls-creds=tls0"
 qemu-img info "${QX[@]}" --image-opts "$QOPTS" >"$WORK/qinfo" 2>&1 ||
 	{ cat "$WORK/qinfo"; fail "qemu-img info over TLS failed"; }
 assert_contains "$(cat "$WORK/qinfo")" "virtual size: 64 MiB" "qemu-img info over TLS"
-qemu-io "${QX[@]}" --image-opts "driver=raw,file.$(sed 's/,/,file./g' <<<"$QOPTS")" \
+qemu-io "${QX[@]}" --image-opts "driver=raw,file.${QOPTS//,/,file.}" \
 	-c 'write -P 0x5a 40M 1M' -c 'read -P 0x5a 40M 1M' -c 'read -P 0 48M 1M' >"$WORK/qio" 2>&1 ||
 	{ cat "$WORK/qio"; fail "qemu-io over TLS failed"; }
 assert_not_contains "$(cat "$WORK/qio")" "Pattern verification failed" "qemu-io over TLS"
