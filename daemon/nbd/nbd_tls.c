@@ -204,10 +204,23 @@ static int ctx_certs(struct nbd_tls_ctx *ctx, const struct nbd_tls_files *f, cha
                      size_t errlen)
 {
 	char why[256];
-
-	if (access(f->cert_file, R_OK) < 0 || access(f->key_file, R_OK) < 0) {
-		const char *p = access(f->cert_file, R_OK) < 0 ? f->cert_file : f->key_file;
-		snprintf(err, errlen, "Cannot read the NBD TLS file %s: %s.", p, strerror(errno));
+	struct stat st;
+	const char *unreadable = access(f->cert_file, R_OK) < 0 ? f->cert_file
+	                         : access(f->key_file, R_OK) < 0 || stat(f->key_file, &st) < 0
+	                             ? f->key_file
+	                             : NULL;
+	if (unreadable) {
+		snprintf(err, errlen, "Cannot read the NBD TLS file %s: %s.", unreadable,
+		         strerror(errno));
+		return -1;
+	}
+	/* Group access stays allowed: Debian's ssl-cert group shares keys that way. */
+	if (st.st_mode & 007) {
+		snprintf(
+		    err, errlen,
+		    "The NBD TLS key %s must not be accessible to others; run 'chmod o-rwx %s'.",
+		    f->key_file, f->key_file);
+		errno = EPERM;
 		return -1;
 	}
 	if (SSL_CTX_use_certificate_chain_file(ctx->ssl, f->cert_file) != 1) {

@@ -266,6 +266,10 @@ bad_conf "a missing certificate" "Cannot read the NBD TLS file $WORK/nope.pem" "
 	"nbd-tls-cert-file $WORK/nope.pem" "nbd-tls-key-file $WORK/server-key.pem"
 bad_conf "a key of another certificate" "is not a PEM private key of the certificate" \
 	"nbd-tls require" "nbd-tls-cert-file $WORK/server-cert.pem" "nbd-tls-key-file $WORK/client-key.pem"
+cp "$WORK/server-key.pem" "$WORK/open-key.pem"
+chmod 644 "$WORK/open-key.pem"
+bad_conf "a private key others may read" "must not be accessible to others" "nbd-tls require" \
+	"nbd-tls-cert-file $WORK/server-cert.pem" "nbd-tls-key-file $WORK/open-key.pem"
 chmod 644 "$WORK/wrong.psk"
 bad_conf "a PSK file others may read" "readable by its owner only" "nbd-tls on" \
 	"nbd-tls-psk-file $WORK/wrong.psk"
