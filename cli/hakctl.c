@@ -157,10 +157,12 @@ static void print_volume(json_t *v)
 	       json_is_true(json_object_get(v, "read_only")) ? ", read-only" : "",
 	       json_string_value(json_object_get(v, "backing")));
 	const char *tcp = json_string_value(json_object_get(v, "tcp"));
-	printf("  nbd: %s%s%s, %lld client(s) connected, %lld since start\n",
+	const char *tls = json_string_value(json_object_get(v, "tcp_tls"));
+	printf("  nbd: %s%s%s%s%s%s, %lld client(s) connected, %lld since start, %lld over TLS\n",
 	       json_string_value(json_object_get(v, "socket")), tcp ? " and tcp " : "",
-	       tcp ? tcp : "", (long long)geti(v, "clients"),
-	       (long long)geti(v, "connections_total"));
+	       tcp ? tcp : "", tcp ? " (TLS " : "", tcp && tls ? tls : "", tcp ? ")" : "",
+	       (long long)geti(v, "clients"), (long long)geti(v, "connections_total"),
+	       (long long)geti(v, "tls_sessions"));
 	printf("  requests: read %lld, write %lld, flush %lld, trim %lld, zero %lld, cache %lld, "
 	       "block-status %lld; in flight %lld\n",
 	       (long long)geti(rq, "read"), (long long)geti(rq, "write"),

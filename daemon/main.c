@@ -99,7 +99,8 @@ static void usage(FILE *f)
 	    "  --config FILE        configuration file (default /etc/hak/hak.conf)\n"
 	    "  --export PATH        serve PATH (file or block device) without a configuration\n"
 	    "  --socket SOCK        UNIX socket for --export\n"
-	    "  --tcp ADDR:PORT      also listen on TCP for --export\n"
+	    "  --tcp ADDR:PORT      also listen on TCP for --export, without TLS (a config\n"
+	    "                       file's nbd-tls offers or requires it)\n"
 	    "  --name NAME          export name for --export (default: basename of PATH)\n"
 	    "  --read-only          --export read-only\n"
 	    "  --direct             --export with O_DIRECT\n"
@@ -300,6 +301,10 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	    (json_int_t)vs.errors, "invalid_requests", (json_int_t)ns.invalid_requests,
 	    "protocol_errors", (json_int_t)ns.protocol_errors, "in_flight",
 	    (json_int_t)ns.in_flight);
+	static const char *const tls_names[] = {"off", "on", "require"}; /* enum hak_nbd_tls */
+	json_object_set_new(o, "tcp_tls", json_string(tls_names[vc->nbd_tls]));
+	json_object_set_new(o, "tls_sessions", json_integer((json_int_t)ns.tls_sessions));
+	json_object_set_new(o, "tls_failures", json_integer((json_int_t)ns.tls_failures));
 	json_t *lat = json_object();
 	static const char *const lat_names[VOL_LAT__COUNT] = {"write", "flush"};
 	for (int k = 0; lat && k < VOL_LAT__COUNT; k++) {
@@ -627,7 +632,13 @@ static int hakd_start(struct hakd *d)
 		const struct hak_volume_cfg *vc = &cfg->volumes[i];
 		struct nbd_server_opts o = {.unix_path = vc->nbd_socket,
 		                            .tcp_listen = vc->nbd_listen,
-		                            .max_clients = cfg->max_clients};
+		                            .max_clients = cfg->max_clients,
+		                            .handshake_timeout = vc->nbd_handshake_timeout,
+		                            .tcp_tls = (int)vc->nbd_tls,
+		                            .tls_cert_file = vc->nbd_tls_cert_file,
+		                            .tls_key_file = vc->nbd_tls_key_file,
+		                            .tls_ca_file = vc->nbd_tls_ca_file,
+		                            .tls_psk_file = vc->nbd_tls_psk_file};
 		struct vol_slot *sl = &d->slots[d->n];
 		if (volume_open(vc, d->io, &d->vols[d->n]) < 0)
 			return -1;

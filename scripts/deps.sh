@@ -14,6 +14,8 @@ PACKAGES=(
 	# filesystems, namespaces
 	libnbd-bin nbdkit qemu-utils fio fuse3 e2fsprogs
 	iproute2 iputils-ping util-linux procps psmisc jq kmod
+	# t_nbd_tls makes its certificates and keys per run
+	openssl
 	# the database of the service-group tests and the demo
 	postgresql postgresql-client python3-psycopg2
 	# bench/pgbench.sh: QEMU's mirror to compare with (qemu-storage-daemon) and its chart

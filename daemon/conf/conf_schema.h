@@ -14,7 +14,7 @@
 
 #include "conf_parse.h"
 
-#define CONF_SCHEMA_MAX_KEYS     48u /* per section */
+#define CONF_SCHEMA_MAX_KEYS     64u /* per section */
 #define CONF_SCHEMA_MAX_SECTIONS 16u
 #define CONF_SCHEMA_NAME_MAX     64u /* of a section name: NAME in "volume NAME {" */
 

@@ -43,6 +43,7 @@ static const char *const disk_failure_names[] = {"detach", "failover", NULL};
 static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
 static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
 static const char *const transport_names[] = {"tcp", "tls", NULL};
+static const char *const nbd_tls_names[] = {"off", "on", "require", NULL};
 
 static int enum_log_level(const char *s, void *field)
 {
@@ -162,6 +163,18 @@ static const struct conf_key volume_keys[] = {
      .doc = "the TCP address NBD clients connect to"},
     {"description", CONF_STRING, 0, 0, 0, VFIELD(description), NULL, NULL,
      .doc = "a text shown to NBD clients"},
+    {"nbd-tls", CONF_ENUM, 0, 0, 0, VFIELD(nbd_tls), NULL, NULL,
+     .doc = "whether NBD clients may, or must, switch to TLS", .names = nbd_tls_names},
+    {"nbd-tls-cert-file", CONF_PATH, 0, 0, 0, VFIELD(nbd_tls_cert_file), NULL, NULL,
+     .doc = "the PEM certificate hakd shows NBD clients over TLS"},
+    {"nbd-tls-key-file", CONF_PATH, 0, 0, 0, VFIELD(nbd_tls_key_file), NULL, NULL,
+     .doc = "the PEM private key of nbd-tls-cert-file"},
+    {"nbd-tls-ca-file", CONF_PATH, 0, 0, 0, VFIELD(nbd_tls_ca_file), NULL, NULL,
+     .doc = "the CA whose certificate every NBD client must show"},
+    {"nbd-tls-psk-file", CONF_PATH, 0, 0, 0, VFIELD(nbd_tls_psk_file), NULL, NULL,
+     .doc = "the 'username:hexkey' pre-shared keys NBD clients may use instead of certificates"},
+    {"nbd-handshake-timeout", CONF_DURATION, 0, MS(1000), MS(600000), VFIELD(nbd_handshake_timeout),
+     NULL, NULL, .doc = "how long an NBD client may take from connecting to transmission"},
     {"read-only", CONF_BOOL, 0, 0, 0, VFIELD(read_only), NULL, NULL,
      .doc = "whether clients may only read"},
     {"direct-io", CONF_BOOL, 0, 0, 0, VFIELD(direct_io), NULL, NULL,
@@ -537,6 +550,7 @@ static struct hak_volume_cfg *volume_append(struct hak_config *cfg, const char *
 	v->resync_rate_min = HAK_DEFAULT_RS_RATE_MIN;
 	v->resync_fill = HAK_DEFAULT_RS_FILL;
 	v->fence_timeout = HAK_DEFAULT_FENCE_TIMEOUT;
+	v->nbd_handshake_timeout = HAK_DEFAULT_NBD_HS_TIMEOUT;
 	cfg->n_volumes++;
 	return v;
 }
@@ -681,11 +695,73 @@ static int volume_check_tls(struct conf_parse *ps, const struct conf_block *blk,
 	return 0;
 }
 
+/* TLS needs credentials, and TLS files without TLS would look like protection that is not. */
+static int volume_check_nbd_tls_files(struct conf_parse *ps, const struct conf_block *blk,
+                                      const struct hak_volume_cfg *v)
+{
+	bool cert = v->nbd_tls_cert_file || v->nbd_tls_key_file;
+	unsigned line, col;
+	const char *msg = NULL;
+
+	if (v->nbd_tls == HAK_NBD_TLS_OFF && (cert || v->nbd_tls_ca_file || v->nbd_tls_psk_file))
+		msg =
+		    "has nbd-tls files but nbd-tls is off; set 'nbd-tls on' or 'nbd-tls require', "
+		    "or remove the files";
+	else if (v->nbd_tls != HAK_NBD_TLS_OFF && !cert && !v->nbd_tls_psk_file)
+		msg = "has nbd-tls on but no credentials; add nbd-tls-cert-file and "
+		      "nbd-tls-key-file, or nbd-tls-psk-file";
+	else if (cert && !(v->nbd_tls_cert_file && v->nbd_tls_key_file))
+		msg = "needs both nbd-tls-cert-file and nbd-tls-key-file; add the missing one";
+	else if (cert && v->nbd_tls_psk_file)
+		msg = "has both a certificate and nbd-tls-psk-file; keep one way for clients to "
+		      "authenticate";
+	else if (v->nbd_tls_ca_file && !cert)
+		msg = "has nbd-tls-ca-file without a certificate; the CA checks client "
+		      "certificates, which only the certificate mode asks for";
+	if (!msg)
+		return 0;
+	setting_pos(blk, "nbd-tls", &line, &col);
+	return conf_parse_error(ps, line, col, "Volume '%s' %s.", v->name, msg);
+}
+
+/*
+ * A TCP export carries the volume's data over the network: it goes without TLS only when the
+ * file says so in so many words. require needs the TCP listener it applies to.
+ */
+static int volume_check_nbd_tls(struct conf_parse *ps, const struct conf_block *blk,
+                                const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+
+	if (v->nbd_listen && !conf_parse_find(blk, "nbd-tls")) {
+		setting_pos(blk, "nbd-listen", &line, &col);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' listens on TCP %s without saying whether NBD clients use TLS; add "
+		    "'nbd-tls require' with a certificate or PSK file, or 'nbd-tls off' to serve "
+		    "the "
+		    "volume unencrypted to anyone who can reach the port.",
+		    v->name, v->nbd_listen);
+	}
+	if (v->nbd_tls == HAK_NBD_TLS_REQUIRE && !v->nbd_listen) {
+		setting_pos(blk, "nbd-tls", &line, &col);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has 'nbd-tls require' but no nbd-listen; require applies to the "
+		    "TCP "
+		    "listener (the UNIX socket never requires TLS), so add nbd-listen or use "
+		    "'nbd-tls on'.",
+		    v->name);
+	}
+	return volume_check_nbd_tls_files(ps, blk, v);
+}
+
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
 {
 	(void)ctx;
 	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0 ||
-	    volume_check_al(ps, blk, base) < 0 || volume_check_tls(ps, blk, base) < 0)
+	    volume_check_al(ps, blk, base) < 0 || volume_check_tls(ps, blk, base) < 0 ||
+	    volume_check_nbd_tls(ps, blk, base) < 0)
 		return -1;
 	return volume_check_ping(ps, blk, base);
 }
@@ -1284,6 +1360,10 @@ void config_free(struct hak_config *cfg)
 		free(v->backing);
 		free(v->nbd_socket);
 		free(v->nbd_listen);
+		free(v->nbd_tls_cert_file);
+		free(v->nbd_tls_key_file);
+		free(v->nbd_tls_ca_file);
+		free(v->nbd_tls_psk_file);
 		free(v->description);
 		free(v->meta_path);
 		free(v->sb_discard_node);

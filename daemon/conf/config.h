@@ -112,6 +112,19 @@ enum hak_transport {
 	HAK_TRANSPORT_TLS, /* TLS 1.3: certificates (tls-ca-file...) or a key (tls-psk-file) */
 };
 
+/*
+ * TLS on a volume's NBD listeners ("nbd-tls"), in the order of nbd_proto.h's enum nbd_tls_mode.
+ * The mode is the TCP listener's; the UNIX socket offers TLS when it is on or required but
+ * never requires it: only local processes its file mode admits reach it, and the daemon's own
+ * groups attach through it in the clear.
+ */
+enum hak_nbd_tls {
+	HAK_NBD_TLS_OFF = 0,
+	HAK_NBD_TLS_ON,      /* offered; clients may stay in the clear */
+	HAK_NBD_TLS_REQUIRE, /* every option but STARTTLS and ABORT is refused before TLS */
+};
+#define HAK_DEFAULT_NBD_HS_TIMEOUT 30.0 /* seconds from connect to transmission */
+
 /* What a volume does when its backing store fails a request ("on-io-error"). */
 enum hak_io_error_policy {
 	HAK_IOERR_DETACH = 0, /* drop the disk, go Diskless, serve through the peer (default) */
@@ -145,6 +158,16 @@ struct hak_volume_cfg {
 	int direct_io;           /* "direct-io": O_DIRECT on the backing store (default no) */
 	uint32_t block_size_min; /* "block-size-min": 0 = automatic (512, or 4096 with direct-io) */
 	uint32_t max_payload;    /* "max-payload": default 32 MiB, range 64K..64M */
+
+	/* NBD over TLS: the TCP listener's mode and the credentials (nbd/nbd_tls.h). */
+	enum hak_nbd_tls nbd_tls; /* "nbd-tls" off|on|require: must be written with nbd-listen */
+	char *nbd_tls_cert_file;  /* "nbd-tls-cert-file": the server's PEM certificate (chain) */
+	char *nbd_tls_key_file;   /* "nbd-tls-key-file": its PEM private key */
+	char *nbd_tls_ca_file;    /* "nbd-tls-ca-file": clients must show a certificate it signed */
+	char *nbd_tls_psk_file;   /* "nbd-tls-psk-file": "username:hexkey" lines (psktool's) */
+	/* "nbd-handshake-timeout" 1s..10min (30s): connect to transmission, TLS included */
+	double nbd_handshake_timeout;
+
 	/* Replication: validated always, used only when the config has nodes. */
 	enum hak_repl_mode mode; /* "mode" sync|memsync|async (default sync) */
 	bool meta_internal; /* "meta-disk internal": metadata at the end of the backing store */

@@ -20,6 +20,7 @@
 #include "lib/net.h"
 #include "lib/usock.h"
 #include "nbd_proto.h"
+#include "nbd_tls.h"
 #include "lib/outq.h"
 #include "volume/volume.h"
 
@@ -29,6 +30,10 @@
 #define MAP_MAX          64u           /* extents per BLOCK_STATUS / structured READ */
 #define HOLE_SCAN_MIN    (64u * 1024u) /* structured reads this big look for holes first */
 #define READS_PER_WAKEUP 8
+
+_Static_assert((int)HAK_NBD_TLS_OFF == (int)NBD_TLS_OFF && (int)HAK_NBD_TLS_ON == (int)NBD_TLS_ON &&
+                   (int)HAK_NBD_TLS_REQUIRE == (int)NBD_TLS_REQUIRE,
+               "config.h's nbd-tls modes are nbd_proto.h's");
 
 struct nbd_conn;
 struct nbd_creq;
@@ -55,6 +60,8 @@ enum conn_state {
 	C_HS_OPT_HDR,
 	C_HS_OPT_DATA,
 	C_HS_OPT_DISCARD,
+	C_TLS_ACK, /* the STARTTLS ACK is being written; nothing is read meanwhile */
+	C_TLS_HS,  /* the TLS handshake runs */
 	C_TX_HDR,
 	C_TX_PAYLOAD,
 	C_TX_DISCARD,
@@ -66,7 +73,12 @@ struct nbd_conn {
 	uint64_t id;
 	int fd;
 	ev_io rio, wio;
+	ev_io tio; /* TLS only: a read waiting for writability, or a write for readability */
 	ev_timer hs_timer;
+	struct nbd_tls *tls;             /* set once STARTTLS was acknowledged */
+	bool tls_read_wants_write;       /* SSL_read asked to wait for a writable socket */
+	bool tls_write_wants_read;       /* SSL_write asked to wait for a readable socket */
+	char peer[INET6_ADDRSTRLEN + 8]; /* "ADDR:PORT", or "UNIX socket" */
 	enum conn_state state;
 	struct nbd_neg neg;
 	uint8_t *in;
@@ -92,6 +104,8 @@ struct nbd_server {
 	char *unix_path;
 	int lfd[2];
 	ev_io lio[2];
+	enum nbd_tls_mode tls_mode[2]; /* per listener: UNIX, TCP */
+	struct nbd_tls_ctx *tls_ctx;   /* NULL when TLS is off */
 	ev_prepare prep;
 	struct nbd_export exp;
 	char desc[256];
@@ -106,6 +120,9 @@ struct nbd_server {
 static void conn_close(struct nbd_conn *c, const char *why);
 static void conn_process(struct nbd_conn *c);
 static void conn_mark_dirty(struct nbd_conn *c);
+static void conn_tls_begin(struct nbd_conn *c);
+static void conn_tls_kick(struct nbd_conn *c);
+static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents);
 
 /* ---- output ----------------------------------------------------------------------------- */
 
@@ -150,6 +167,7 @@ static void creq_free(struct nbd_creq *q)
 		c->read_paused = false;
 		ev_io_start(c->srv->loop, &c->rio);
 		conn_process(c);
+		conn_tls_kick(c);
 	}
 	if (c->want_close || c->stop_reading)
 		conn_mark_dirty(c);
@@ -164,16 +182,57 @@ static void creq_item_sent(struct outq_item *it, int err)
 		creq_free(q);
 }
 
+/* Output queued or, with TLS, taken from the queue and not yet written. */
+static bool conn_out_pending(const struct nbd_conn *c)
+{
+	return c->out.head || (c->tls && nbd_tls_unsent(c->tls));
+}
+
+/* TLS may turn a read into a wait for writability and a write into one for readability. */
+static void conn_tls_watch(struct nbd_conn *c)
+{
+	int ev = (c->tls_read_wants_write ? EV_WRITE : 0) | (c->tls_write_wants_read ? EV_READ : 0);
+	if (ev == (ev_is_active(&c->tio) ? c->tio.events & (EV_READ | EV_WRITE) : 0))
+		return;
+	ev_io_stop(c->srv->loop, &c->tio);
+	if (!ev)
+		return;
+	ev_io_set(&c->tio, c->fd, ev);
+	ev_io_start(c->srv->loop, &c->tio);
+}
+
+static void conn_tls_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct nbd_conn *c = w->data;
+	if ((revents & EV_READ) && c->tls_write_wants_read) {
+		c->tls_write_wants_read = false;
+		conn_mark_dirty(c);
+	}
+	if ((revents & EV_WRITE) && c->tls_read_wants_write) {
+		c->tls_read_wants_write = false;
+		conn_read_cb(loop, &c->rio, EV_READ);
+	}
+	if (c->state != C_CLOSED)
+		conn_tls_watch(c);
+}
+
 /* Write as much queued output as the socket takes. 0, or -1 when the connection is dead. */
 static int conn_flush_out(struct nbd_conn *c)
 {
-	int rc = outq_flush(&c->out, c->fd);
+	enum nbd_tls_want want = NBD_TLS_WANT_NONE;
+	int rc = c->tls ? nbd_tls_flush(c->tls, &c->out, &want) : outq_flush(&c->out, c->fd);
 	if (rc < 0)
 		return -1;
-	if (rc == 1)
+	if (rc == 1 && want != NBD_TLS_WANT_READ)
 		ev_io_start(c->srv->loop, &c->wio);
 	else
 		ev_io_stop(c->srv->loop, &c->wio);
+	if (c->tls) {
+		c->tls_write_wants_read = want == NBD_TLS_WANT_READ;
+		conn_tls_watch(c);
+	}
+	if (rc == 0 && c->state == C_TLS_ACK)
+		conn_tls_begin(c);
 	return 0;
 }
 
@@ -204,6 +263,7 @@ static void conn_free(struct nbd_conn *c)
 			*pp = c->dirty_next;
 	}
 	s->st.clients--;
+	nbd_tls_free(c->tls);
 	free(c->in);
 	free(c->opt_data);
 	free(c);
@@ -221,7 +281,7 @@ static void server_prepare_cb(struct ev_loop *loop, ev_prepare *w, int revents)
 		c->in_dirty = false;
 		if (c->state != C_CLOSED && conn_flush_out(c) < 0)
 			conn_close(c, strerror(errno));
-		bool drained = c->in_flight == 0 && !c->out.head;
+		bool drained = c->in_flight == 0 && !conn_out_pending(c);
 		if (c->state != C_CLOSED && c->stop_reading && drained)
 			conn_close(c, NULL);
 		if (c->state == C_CLOSED && c->in_flight == 0)
@@ -247,15 +307,18 @@ static void conn_close(struct nbd_conn *c, const char *why)
 	if (c->state == C_CLOSED)
 		return;
 	if (why)
-		log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL, "Closing client %llu: %s.",
-		        (unsigned long long)c->id, why);
+		log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL, "Closing client %llu (%s): %s%s",
+		        (unsigned long long)c->id, c->peer, why,
+		        why[0] && why[strlen(why) - 1] == '.' ? "" : ".");
 	else
-		log_vol(LOG_LVL_DEBUG, c->srv->exp.name, NULL, "Client %llu disconnected.",
-		        (unsigned long long)c->id);
+		log_vol(LOG_LVL_DEBUG, c->srv->exp.name, NULL, "Client %llu (%s) disconnected.",
+		        (unsigned long long)c->id, c->peer);
 	c->state = C_CLOSED;
 	ev_io_stop(loop, &c->rio);
 	ev_io_stop(loop, &c->wio);
+	ev_io_stop(loop, &c->tio);
 	ev_timer_stop(loop, &c->hs_timer);
+	nbd_tls_close(c->tls); /* a flush up the stack may still hold it: freed in conn_free */
 	close(c->fd);
 	c->fd = -1;
 	outq_drop(&c->out, ECANCELED);
@@ -271,8 +334,8 @@ static void conn_close(struct nbd_conn *c, const char *why)
 static void conn_protocol_error(struct nbd_conn *c, const char *why)
 {
 	c->srv->st.protocol_errors++;
-	log_vol(LOG_LVL_WARN, c->srv->exp.name, NULL, "Client %llu violated the protocol: %s.",
-	        (unsigned long long)c->id, why);
+	log_vol(LOG_LVL_WARN, c->srv->exp.name, NULL, "Client %llu (%s) violated the protocol: %s.",
+	        (unsigned long long)c->id, c->peer, why);
 	conn_close(c, NULL);
 }
 
@@ -661,6 +724,56 @@ static void conn_enter_transmission(struct nbd_conn *c)
 	        c->neg.meta_alloc ? "on" : "off");
 }
 
+/* Advance the TLS handshake; once it is done the option haggling starts again, encrypted. */
+static void conn_tls_handshake(struct nbd_conn *c)
+{
+	enum nbd_tls_want want;
+	char err[512], desc[256];
+	int rc = nbd_tls_handshake(c->tls, &want, err, sizeof(err));
+
+	if (rc < 0) {
+		c->srv->st.protocol_errors++;
+		c->srv->st.tls_failures++;
+		conn_close(c, err);
+		return;
+	}
+	c->tls_read_wants_write = rc == 1 && want == NBD_TLS_WANT_WRITE;
+	conn_tls_watch(c);
+	if (rc == 1)
+		return;
+	nbd_neg_tls_started(&c->neg);
+	c->srv->st.tls_sessions++;
+	c->state = C_HS_OPT_HDR;
+	nbd_tls_describe(c->tls, desc, sizeof(desc));
+	log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL, "Client %llu (%s) switched to TLS: %s.",
+	        (unsigned long long)c->id, c->peer, desc);
+}
+
+/* The STARTTLS ACK is out in the clear: from here on the socket belongs to the TLS session. */
+static void conn_tls_begin(struct nbd_conn *c)
+{
+	c->tls = nbd_tls_new(c->srv->tls_ctx, c->fd, c->peer);
+	if (!c->tls) {
+		conn_close(c, "out of memory while starting TLS");
+		return;
+	}
+	c->state = C_TLS_HS;
+	ev_io_start(c->srv->loop, &c->rio);
+	conn_tls_handshake(c);
+}
+
+/* STARTTLS was acknowledged: nothing may follow it in the clear (it would be injected). */
+static void conn_starttls(struct nbd_conn *c)
+{
+	if (c->in_pos != c->in_len) {
+		conn_protocol_error(c, "it sent data after NBD_OPT_STARTTLS before the server's "
+		                       "reply, which would be accepted as if it came over TLS");
+		return;
+	}
+	c->state = C_TLS_ACK;
+	ev_io_stop(c->srv->loop, &c->rio);
+}
+
 static void conn_option_done(struct nbd_conn *c, int rc, struct nbd_buf *out)
 {
 	if (rc < 0 || out_push_heap(c, out) < 0) {
@@ -673,11 +786,20 @@ static void conn_option_done(struct nbd_conn *c, int rc, struct nbd_buf *out)
 	case NBD_OPT_DONE_EXPORT:
 		conn_enter_transmission(c);
 		break;
+	case NBD_OPT_STARTTLS_ACK:
+		conn_starttls(c);
+		break;
 	case NBD_OPT_CLOSE:
 		/* Send what is queued (the ACK of ABORT), then close. */
 		c->stop_reading = true;
 		ev_io_stop(c->srv->loop, &c->rio);
-		if (c->opt == NBD_OPT_EXPORT_NAME)
+		if (c->opt == NBD_OPT_EXPORT_NAME && c->neg.tls_mode == NBD_TLS_REQUIRE &&
+		    !c->neg.tls_active)
+			log_vol(LOG_LVL_INFO, c->srv->exp.name, NULL,
+			        "Client %llu (%s) sent NBD_OPT_EXPORT_NAME without TLS, which this "
+			        "listener requires; closing, as that option allows no error reply.",
+			        (unsigned long long)c->id, c->peer);
+		else if (c->opt == NBD_OPT_EXPORT_NAME)
 			log_vol(
 			    LOG_LVL_INFO, c->srv->exp.name, NULL,
 			    "Client %llu asked for an export that is not available here with "
@@ -742,7 +864,7 @@ static bool conn_hs_step(struct nbd_conn *c)
 			return false;
 		conn_option_done(c, nbd_neg_option(&c->neg, c->opt, c->opt_data, c->opt_len, &out),
 		                 &out);
-		return c->state != C_CLOSED && !c->stop_reading;
+		return c->state != C_CLOSED && c->state != C_TLS_ACK && !c->stop_reading;
 	}
 	case C_HS_OPT_DISCARD: {
 		size_t n = avail < c->discard_left ? avail : (size_t)c->discard_left;
@@ -771,6 +893,35 @@ static void conn_process(struct nbd_conn *c)
 		c->in_pos = c->in_len = 0;
 }
 
+/* read() for the connection: through the TLS session once there is one. */
+static ssize_t conn_recv(struct nbd_conn *c, void *buf, size_t len)
+{
+	enum nbd_tls_want want;
+	char err[512];
+	ssize_t r;
+
+	if (!c->tls)
+		return read(c->fd, buf, len);
+	r = nbd_tls_read(c->tls, buf, len, &want, err, sizeof(err));
+	if (r < 0 && errno == EAGAIN) {
+		c->tls_read_wants_write = want == NBD_TLS_WANT_WRITE;
+		conn_tls_watch(c);
+	} else if (r < 0 && errno == EPROTO) {
+		c->srv->st.protocol_errors++;
+		conn_close(c, err);
+		errno = ECONNABORTED;
+	}
+	return r;
+}
+
+/* Decrypted bytes inside the TLS session do not wake the socket watcher: wake it by hand. */
+static void conn_tls_kick(struct nbd_conn *c)
+{
+	if (c->tls && c->state != C_CLOSED && !c->stop_reading && !c->read_paused &&
+	    nbd_tls_pending(c->tls))
+		ev_feed_event(c->srv->loop, &c->rio, EV_READ);
+}
+
 static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct nbd_conn *c = w->data;
@@ -779,12 +930,22 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 	for (int i = 0; i < READS_PER_WAKEUP && c->state != C_CLOSED; i++) {
 		if (c->stop_reading || c->read_paused)
 			break;
+		if (c->state == C_TLS_ACK) {
+			ev_io_stop(c->srv->loop, &c->rio);
+			return;
+		}
+		if (c->state == C_TLS_HS) {
+			conn_tls_handshake(c);
+			if (c->state != C_HS_OPT_HDR)
+				return;
+			continue;
+		}
 		ssize_t r;
 		if (c->state == C_TX_PAYLOAD && c->in_pos == c->in_len) {
 			/* Large payloads go straight into the request buffer. */
 			struct nbd_creq *q = c->cur;
-			r = read(c->fd, (uint8_t *)q->buf + c->payload_got,
-			         q->r.length - c->payload_got);
+			r = conn_recv(c, (uint8_t *)q->buf + c->payload_got,
+			              q->r.length - c->payload_got);
 			if (r > 0) {
 				c->payload_got += (uint32_t)r;
 				if (c->payload_got == q->r.length) {
@@ -802,7 +963,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 				c->in_len -= c->in_pos;
 				c->in_pos = 0;
 			}
-			r = read(c->fd, c->in + c->in_len, IN_BUF_SIZE - c->in_len);
+			r = conn_recv(c, c->in + c->in_len, IN_BUF_SIZE - c->in_len);
 			if (r > 0) {
 				c->in_len += (size_t)r;
 				conn_process(c);
@@ -818,7 +979,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 				q->unsent = 0;
 				creq_free(q);
 			}
-			if (c->in_flight || c->out.head) {
+			if (c->in_flight || conn_out_pending(c)) {
 				/* Half-close: answer what is in flight, then close. */
 				c->stop_reading = true;
 				ev_io_stop(c->srv->loop, &c->rio);
@@ -830,13 +991,14 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			}
 			return;
 		}
-		if (errno == EAGAIN || errno == EWOULDBLOCK)
+		if (c->state == C_CLOSED || errno == EAGAIN || errno == EWOULDBLOCK)
 			return;
 		if (errno == EINTR)
 			continue;
 		conn_close(c, strerror(errno));
 		return;
 	}
+	conn_tls_kick(c);
 }
 
 static void conn_hs_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
@@ -844,8 +1006,11 @@ static void conn_hs_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct nbd_conn *c = w->data;
 	(void)loop;
 	(void)revents;
+	char why[128];
+	snprintf(why, sizeof(why), "the handshake (TLS included) did not finish within %.1f s",
+	         c->srv->opts.handshake_timeout);
 	c->srv->st.protocol_errors++;
-	conn_close(c, "the handshake did not finish in time");
+	conn_close(c, why);
 }
 
 /* ---- listeners --------------------------------------------------------------------------- */
@@ -858,12 +1023,34 @@ static const struct nbd_export *server_lookup(void *ctx, const char *name, size_
 	return NULL;
 }
 
+/* "ADDR:PORT" of a TCP client ("[V6]:PORT"), for the messages about it. */
+static void peer_name(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t buflen)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	const struct sockaddr_in *in4 = (const struct sockaddr_in *)ss;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)ss;
+
+	if (len == 0 || ss->ss_family == AF_UNIX) {
+		snprintf(buf, buflen, "UNIX socket");
+	} else if (ss->ss_family == AF_INET) {
+		inet_ntop(AF_INET, &in4->sin_addr, host, sizeof(host));
+		snprintf(buf, buflen, "%s:%u", host, ntohs(in4->sin_port));
+	} else {
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(buf, buflen, "[%s]:%u", host, ntohs(in6->sin6_port));
+	}
+}
+
 static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct nbd_server *s = w->data;
+	enum nbd_tls_mode mode = s->tls_mode[w == &s->lio[1] ? 1 : 0];
 	(void)revents;
 	for (int i = 0; i < 16; i++) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage ss;
+		socklen_t sslen = sizeof(ss);
+		int fd =
+		    accept4(w->fd, (struct sockaddr *)&ss, &sslen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 				log_vol(LOG_LVL_WARN, s->exp.name, NULL,
@@ -895,6 +1082,8 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		c->id = ++s->next_id;
 		c->fd = fd;
 		c->in = in;
+		peer_name(&ss, sslen, c->peer, sizeof(c->peer));
+		c->neg.tls_mode = mode;
 		c->neg.lookup = server_lookup;
 		c->neg.lookup_ctx = s;
 		c->neg.list = s->exp_list;
@@ -907,17 +1096,45 @@ static void server_accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 		s->st.connections++;
 		ev_io_init(&c->rio, conn_read_cb, fd, EV_READ);
 		ev_io_init(&c->wio, conn_write_cb, fd, EV_WRITE);
+		ev_io_init(&c->tio, conn_tls_cb, fd, EV_READ);
 		ev_timer_init(&c->hs_timer, conn_hs_timeout_cb, s->opts.handshake_timeout, 0);
-		c->rio.data = c->wio.data = c->hs_timer.data = c;
+		c->rio.data = c->wio.data = c->tio.data = c->hs_timer.data = c;
 		ev_io_start(loop, &c->rio);
 		ev_timer_start(loop, &c->hs_timer);
 		nbd_greeting(greet->hdr);
 		greet->hdr_len = 18;
 		greet->sent = outq_free_item_and_data; /* data is NULL: frees just the item */
 		out_push(c, greet);
-		log_vol(LOG_LVL_DEBUG, s->exp.name, NULL, "Client %llu connected.",
-		        (unsigned long long)c->id);
+		log_vol(LOG_LVL_DEBUG, s->exp.name, NULL, "Client %llu connected from %s (TLS %s).",
+		        (unsigned long long)c->id, c->peer, nbd_tls_mode_name(mode));
 	}
+}
+
+/* The TLS context and each listener's mode. A TCP export in the clear is said out loud. */
+static int server_tls_setup(struct nbd_server *s, const char *volume)
+{
+	const struct nbd_server_opts *o = &s->opts;
+	struct nbd_tls_files f = {o->tls_cert_file, o->tls_key_file, o->tls_ca_file,
+	                          o->tls_psk_file};
+	char err[1024];
+
+	s->tls_mode[0] = s->tls_mode[1] = NBD_TLS_OFF;
+	if (o->tcp_tls == NBD_TLS_OFF) {
+		if (o->tcp_listen)
+			log_vol(
+			    LOG_LVL_WARN, volume, NULL,
+			    "Volume %s is served over NBD on TCP %s without TLS: whoever reaches "
+			    "that port can read and write it.",
+			    volume, o->tcp_listen);
+		return 0;
+	}
+	if (nbd_tls_ctx_create(&f, volume, &s->tls_ctx, err, sizeof(err)) < 0) {
+		log_vol(LOG_LVL_ERR, volume, NULL, "%s", err);
+		return -1;
+	}
+	s->tls_mode[0] = NBD_TLS_ON;
+	s->tls_mode[1] = (enum nbd_tls_mode)o->tcp_tls;
+	return 0;
 }
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
@@ -951,6 +1168,8 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->exp.max_payload = cfg->max_payload ? cfg->max_payload : HAK_DEFAULT_MAX_PAYLOAD;
 	s->exp.read_only = cfg->read_only;
 	s->exp_list[0] = &s->exp;
+	if (server_tls_setup(s, cfg->name) < 0)
+		goto fail;
 	s->unix_path = strdup(o->unix_path);
 	if (!s->unix_path)
 		goto fail;
@@ -979,10 +1198,13 @@ int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd
 	s->prep.data = s;
 	ev_prepare_start(loop, &s->prep);
 	log_vol(LOG_LVL_INFO, cfg->name, NULL,
-	        "Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s.", cfg->backing,
-	        (unsigned long long)s->exp.size, s->exp.min_block, s->exp.pref_block,
+	        "Serving %s (%llu bytes, block sizes %u/%u/%u) over NBD on %s%s%s (TLS on the "
+	        "UNIX socket: %s%s%s).",
+	        cfg->backing, (unsigned long long)s->exp.size, s->exp.min_block, s->exp.pref_block,
 	        s->exp.max_payload, o->unix_path, o->tcp_listen ? " and TCP " : "",
-	        o->tcp_listen ? o->tcp_listen : "");
+	        o->tcp_listen ? o->tcp_listen : "", nbd_tls_mode_name(s->tls_mode[0]),
+	        o->tcp_listen ? "; on TCP: " : "",
+	        o->tcp_listen ? nbd_tls_mode_name(s->tls_mode[1]) : "");
 	*out = s;
 	return 0;
 fail:
@@ -993,6 +1215,7 @@ fail:
 	if (s->lfd[0] >= 0)
 		unlink(o->unix_path);
 	free(s->unix_path);
+	nbd_tls_ctx_free(s->tls_ctx);
 	free(s);
 	errno = saved;
 	return -1;
@@ -1050,6 +1273,7 @@ void nbd_server_destroy(struct nbd_server *s)
 		conn_free(c);
 	}
 	ev_prepare_stop(s->loop, &s->prep);
+	nbd_tls_ctx_free(s->tls_ctx);
 	free(s->unix_path);
 	free(s);
 }

@@ -18,11 +18,19 @@ struct ev_loop;
 struct volume;
 struct nbd_server;
 
+/*
+ * TLS (nbd_tls.h): tcp_tls is the TCP listener's mode (enum nbd_tls_mode: off, on, require);
+ * the UNIX socket offers TLS whenever tcp_tls is not off but never requires it (its file mode
+ * already decides who connects). tls holds the credentials when tcp_tls is not off.
+ */
 struct nbd_server_opts {
 	const char *unix_path;    /* required: UNIX socket path (removed and re-created) */
 	const char *tcp_listen;   /* optional "ADDR:PORT" or "[V6]:PORT" */
 	unsigned max_clients;     /* connections beyond this are closed at once */
-	double handshake_timeout; /* seconds a client may spend before transmission */
+	double handshake_timeout; /* seconds a client may spend before transmission, TLS
+	                           * handshake included */
+	int tcp_tls;              /* enum nbd_tls_mode */
+	const char *tls_cert_file, *tls_key_file, *tls_ca_file, *tls_psk_file;
 };
 
 struct nbd_server_stats {
@@ -32,6 +40,8 @@ struct nbd_server_stats {
 	uint64_t protocol_errors;  /* connections dropped for violating the protocol */
 	uint64_t invalid_requests; /* requests answered with an error before any I/O */
 	uint64_t in_flight;        /* requests submitted and not yet replied to */
+	uint64_t tls_sessions;     /* TLS handshakes completed */
+	uint64_t tls_failures;     /* TLS handshakes that failed (timeouts not included) */
 };
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,

@@ -313,10 +313,49 @@ static int opt_meta(struct nbd_neg *neg, uint32_t opt, const uint8_t *d, uint32_
 	return opt_reply(out, opt, NBD_REP_ACK, NULL, 0);
 }
 
+static int opt_starttls(struct nbd_neg *neg, uint32_t len, struct nbd_buf *out)
+{
+	int rc;
+	if (neg->tls_mode == NBD_TLS_OFF)
+		rc = opt_error(out, NBD_OPT_STARTTLS, NBD_REP_ERR_POLICY,
+		               "TLS is not configured on this server; connect without TLS.");
+	else if (len != 0)
+		rc = opt_error(out, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID,
+		               "NBD_OPT_STARTTLS carries no data, but %u bytes were sent.", len);
+	else if (neg->tls_active)
+		rc = opt_error(out, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID,
+		               "TLS is already active on this connection.");
+	else
+		return opt_reply(out, NBD_OPT_STARTTLS, NBD_REP_ACK, NULL, 0) < 0
+		           ? -1
+		           : NBD_OPT_STARTTLS_ACK;
+	return rc < 0 ? -1 : NBD_OPT_CONTINUE;
+}
+
+/* FORCEDTLS before the handshake: true when opt was answered (or must close) for that. */
+static bool tls_refused(const struct nbd_neg *neg, uint32_t opt)
+{
+	return neg->tls_mode == NBD_TLS_REQUIRE && !neg->tls_active && opt != NBD_OPT_STARTTLS &&
+	       opt != NBD_OPT_ABORT;
+}
+
+static int opt_tls_reqd(uint32_t opt, struct nbd_buf *out)
+{
+	/* EXPORT_NAME has no error reply: the spec says to drop the connection. */
+	if (opt == NBD_OPT_EXPORT_NAME)
+		return NBD_OPT_CLOSE;
+	if (opt_error(out, opt, NBD_REP_ERR_TLS_REQD,
+	              "This server requires TLS; send NBD_OPT_STARTTLS before option %u.", opt) < 0)
+		return -1;
+	return NBD_OPT_CONTINUE;
+}
+
 int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint32_t len,
                    struct nbd_buf *out)
 {
 	int rc;
+	if (tls_refused(neg, opt))
+		return opt_tls_reqd(opt, out);
 	switch (opt) {
 	case NBD_OPT_EXPORT_NAME:
 		return opt_export_name(neg, data, len, out);
@@ -327,9 +366,7 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
 		rc = opt_list(neg, len, out);
 		break;
 	case NBD_OPT_STARTTLS:
-		rc = opt_error(out, opt, NBD_REP_ERR_POLICY,
-		               "TLS is not configured on this server; connect without TLS.");
-		break;
+		return opt_starttls(neg, len, out);
 	case NBD_OPT_INFO:
 	case NBD_OPT_GO:
 		return opt_info_go(neg, opt, data, len, out);
@@ -359,13 +396,35 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
 
 int nbd_neg_too_big(struct nbd_neg *neg, uint32_t opt, struct nbd_buf *out)
 {
-	(void)neg;
 	if (opt == NBD_OPT_EXPORT_NAME)
 		return NBD_OPT_CLOSE;
+	if (tls_refused(neg, opt))
+		return opt_tls_reqd(opt, out);
 	if (opt_error(out, opt, NBD_REP_ERR_TOO_BIG,
 	              "Option %u data is larger than the %u-byte limit.", opt, NBD_OPT_MAX_LEN) < 0)
 		return -1;
 	return NBD_OPT_CONTINUE;
+}
+
+void nbd_neg_tls_started(struct nbd_neg *neg)
+{
+	neg->tls_active = true;
+	neg->structured = false;
+	neg->meta_alloc = false;
+	neg->meta_export[0] = '\0';
+	neg->chosen = NULL;
+}
+
+const char *nbd_tls_mode_name(enum nbd_tls_mode mode)
+{
+	switch (mode) {
+	case NBD_TLS_ON:
+		return "on";
+	case NBD_TLS_REQUIRE:
+		return "require";
+	default:
+		return "off";
+	}
 }
 
 int nbd_request_decode(const uint8_t in[NBD_REQUEST_SIZE], struct nbd_request *out)

@@ -33,8 +33,21 @@ struct nbd_export {
 /* Lookup used by the negotiation: return the export called name (len bytes; "" = default). */
 typedef const struct nbd_export *(*nbd_export_lookup_fn)(void *ctx, const char *name, size_t len);
 
+/*
+ * What a listener does about TLS (NBD's NOTLS, optional TLS, FORCEDTLS). Under REQUIRE every
+ * option but STARTTLS and ABORT is refused with NBD_REP_ERR_TLS_REQD until TLS is up, so nothing
+ * about the export leaks and nothing is served in the clear.
+ */
+enum nbd_tls_mode {
+	NBD_TLS_OFF = 0, /* STARTTLS is answered NBD_REP_ERR_POLICY */
+	NBD_TLS_ON,      /* STARTTLS is accepted; clients may also stay in the clear */
+	NBD_TLS_REQUIRE, /* nothing but STARTTLS and ABORT before TLS */
+};
+
 /* Per-connection negotiation state. */
 struct nbd_neg {
+	enum nbd_tls_mode tls_mode; /* set by the listener before the first option */
+	bool tls_active;            /* the TLS handshake completed (nbd_neg_tls_started) */
 	uint32_t client_flags;
 	bool no_zeroes;
 	bool structured;                      /* STRUCTURED_REPLY acknowledged */
@@ -67,6 +80,8 @@ enum nbd_opt_result {
 	NBD_OPT_DONE_GO,      /* transmission starts after the appended replies */
 	NBD_OPT_DONE_EXPORT,  /* EXPORT_NAME accepted: appended its reply; transmission starts */
 	NBD_OPT_CLOSE,        /* flush the appended replies (if any) and close */
+	NBD_OPT_STARTTLS_ACK, /* ACK appended: flush it, then run the TLS handshake; input that
+	                       * arrived before the ACK was sent is a protocol violation */
 };
 
 /* Largest option payload we buffer; longer ones are discarded and answered ERR_TOO_BIG. */
@@ -80,6 +95,12 @@ int nbd_neg_option(struct nbd_neg *neg, uint32_t opt, const uint8_t *data, uint3
                    struct nbd_buf *out);
 /* Reply to an option whose data was too large to buffer. */
 int nbd_neg_too_big(struct nbd_neg *neg, uint32_t opt, struct nbd_buf *out);
+/*
+ * The TLS handshake after NBD_OPT_STARTTLS completed: the spec discards everything negotiated
+ * in the clear (structured replies, meta contexts), and the haggling starts again.
+ */
+void nbd_neg_tls_started(struct nbd_neg *neg);
+const char *nbd_tls_mode_name(enum nbd_tls_mode mode);
 
 struct nbd_request {
 	uint16_t flags;

@@ -5,9 +5,12 @@
  * specification, printing "OK <case>: ..." or "FAIL <case>: expected ..., got ...".
  *
  *   nbd-badclient SUBCOMMAND SOCKET [--export NAME] [--pid SERVER_PID] [--rss-limit-mb N]
+ *                 [--close-within-s N]
  *
- * --pid lets the memory cases watch the server's VmRSS while they run. Exit status: 0 when every
- * check passed, 1 on a mismatch, 2 on a usage or local error.
+ * SOCKET is a UNIX socket path, or HOST:PORT for a TCP listener. --pid lets the memory cases
+ * watch the server's VmRSS while they run. --close-within-s bounds the wait of the STARTTLS
+ * cases for the server to drop a client that never completes the TLS handshake (default 10). Exit
+ * status: 0 when every check passed, 1 on a mismatch, 2 on a usage or local error.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +30,7 @@
 
 #include "lib/clock.h"
 #include "lib/endian.h"
+#include "lib/net.h"
 #include "lib/usock.h"
 
 #define IO_TIMEOUT_MS 10000
@@ -37,6 +41,7 @@ struct opts {
 	const char *export;
 	long pid;
 	long rss_limit_mb;
+	long close_within_s;
 };
 
 struct conn {
@@ -107,9 +112,29 @@ static bool server_alive(long pid)
 /* ---- socket I/O with a deadline ----------------------------------------------------------------
  */
 
+static int wait_fd(int fd, short ev, int ms);
+
+/* A TCP connection to "HOST:PORT", connected (or -1 with errno) within the I/O timeout. */
+static int tcp_open(const char *addr)
+{
+	int fd = net_connect(addr, 0, NULL, NULL), err = 0;
+	socklen_t len = sizeof(err);
+
+	if (fd < 0)
+		return -1;
+	if (wait_fd(fd, POLLOUT, IO_TIMEOUT_MS) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+		if (err)
+			errno = err;
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int conn_open(const char *path)
 {
-	int fd = usock_connect(path);
+	int fd = path[0] == '/' ? usock_connect(path) : tcp_open(path);
 
 	if (fd < 0)
 		fprintf(stderr, "Cannot connect to %s: %s.\n", path, strerror(errno));
@@ -589,6 +614,124 @@ out:
 	close(fd);
 }
 
+/* ---- TLS cases (a listener with nbd-tls on or require) ----------------------------------------
+ */
+
+/* Negotiates up to STARTTLS's ACK; the fd, or -1 after a failed check. */
+static int starttls_open(const struct opts *o)
+{
+	struct opt_reply rep;
+	int fd = hs_open(o);
+
+	if (fd < 0)
+		return -1;
+	if (!opt_expect(fd, NBD_OPT_STARTTLS, NULL, 0, NBD_REP_ACK, &rep)) {
+		close(fd);
+		return -1;
+	}
+	check_ok("STARTTLS -> ACK");
+	return fd;
+}
+
+/* Under nbd-tls require: nothing but STARTTLS and ABORT before TLS; EXPORT_NAME is dropped. */
+static void case_tls_required(const struct opts *o)
+{
+	static const uint32_t opts[] = {NBD_OPT_LIST, NBD_OPT_INFO, NBD_OPT_GO,
+	                                NBD_OPT_STRUCTURED_REPLY, 99};
+	unsigned char go[6] = {0};
+	struct opt_reply rep;
+	size_t i, extra = 0;
+	int fd;
+
+	cur_case = "tls-required";
+	fd = hs_open(o);
+	if (fd < 0)
+		return;
+	for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		if (!opt_expect(fd, opts[i], go,
+		                opts[i] == NBD_OPT_INFO || opts[i] == NBD_OPT_GO ? 6 : 0,
+		                NBD_REP_ERR_TLS_REQD, &rep))
+			goto out;
+		check_ok("option %u before TLS -> NBD_REP_ERR_TLS_REQD (%.*s)", opts[i],
+		         (int)(rep.len < 200 ? rep.len : 200), (const char *)rep.data);
+	}
+	if (opt_send(fd, NBD_OPT_EXPORT_NAME, NULL, 0) == 0 && expect_close(fd, 5000, &extra) &&
+	    extra == 0)
+		check_ok("EXPORT_NAME before TLS: the server closed without exporting anything");
+	else
+		check_fail("EXPORT_NAME before TLS: connection open, or %zu bytes sent", extra);
+out:
+	close(fd);
+}
+
+/* STARTTLS, then bytes that are no TLS ClientHello: the server must hang up at once. */
+static void case_starttls_garbage(const struct opts *o)
+{
+	static const char junk[] = "GET / HTTP/1.0\r\nHost: hak\r\n\r\n"
+	                           "this is not a TLS ClientHello, not even close.\r\n";
+	size_t extra;
+	int fd;
+
+	cur_case = "starttls-garbage";
+	fd = starttls_open(o);
+	if (fd < 0)
+		return;
+	if (write_full(fd, junk, sizeof(junk) - 1) == 0 && expect_close(fd, 5000, &extra))
+		check_ok("garbage after STARTTLS: the server closed (%zu bytes sent before)",
+		         extra);
+	else
+		check_fail("connection still open 5 s after garbage in place of a TLS handshake");
+	close(fd);
+}
+
+/* STARTTLS, then silence: the handshake timeout must drop the client. */
+static void case_starttls_stall(const struct opts *o)
+{
+	double t0 = clock_mono();
+	size_t extra;
+	int fd;
+
+	cur_case = "starttls-stall";
+	fd = starttls_open(o);
+	if (fd < 0)
+		return;
+	if (expect_close(fd, (int)(o->close_within_s * 1000), &extra))
+		check_ok("silent client after STARTTLS: dropped after %.1f s", clock_mono() - t0);
+	else
+		check_fail("connection still open %ld s after STARTTLS without a handshake",
+		           o->close_within_s);
+	close(fd);
+}
+
+/*
+ * STARTTLS and another option in one write: the option would be read from the clear text as if
+ * it came over TLS (an injection). The server must drop the connection.
+ */
+static void case_starttls_inject(const struct opts *o)
+{
+	unsigned char b[2 * NBD_OPT_HEADER_SIZE];
+	size_t extra;
+	int fd;
+
+	cur_case = "starttls-inject";
+	fd = hs_open(o);
+	if (fd < 0)
+		return;
+	be_put64(b, NBD_MAGIC_OPTS);
+	be_put32(b + 8, NBD_OPT_STARTTLS);
+	be_put32(b + 12, 0);
+	be_put64(b + 16, NBD_MAGIC_OPTS);
+	be_put32(b + 24, NBD_OPT_LIST);
+	be_put32(b + 28, 0);
+	if (write_full(fd, b, sizeof(b)) == 0 && expect_close(fd, 5000, &extra))
+		check_ok("an option pipelined after STARTTLS: the server closed (%zu bytes sent "
+		         "before)",
+		         extra);
+	else
+		check_fail("connection still open 5 s after an option pipelined behind STARTTLS");
+	close(fd);
+}
+
 static void case_unknown_export(const struct opts *o)
 {
 	struct conn c = {.cookie = 1};
@@ -1027,6 +1170,10 @@ static const struct {
     {"disconnect-mid-write", case_disconnect_mid_write},
     {"flood", case_flood},
     {"cache", case_cache},
+    {"tls-required", case_tls_required},
+    {"starttls-garbage", case_starttls_garbage},
+    {"starttls-stall", case_starttls_stall},
+    {"starttls-inject", case_starttls_inject},
     {"all", case_all},
 };
 
@@ -1035,8 +1182,11 @@ static void case_all(const struct opts *o)
 	size_t i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		if (cases[i].fn != case_all && cases[i].fn != case_negotiation)
-			cases[i].fn(o);
+		if (cases[i].fn == case_all || cases[i].fn == case_negotiation ||
+		    strncmp(cases[i].name, "tls", 3) == 0 ||
+		    strncmp(cases[i].name, "starttls", 8) == 0)
+			continue; /* the TLS cases need a server with TLS */
+		cases[i].fn(o);
 	}
 }
 
@@ -1044,8 +1194,8 @@ static void usage(void)
 {
 	size_t i;
 
-	fprintf(stderr, "usage: nbd-badclient SUBCOMMAND SOCKET [--export NAME] [--pid SERVER_PID] "
-	                "[--rss-limit-mb N]\nsubcommands:");
+	fprintf(stderr, "usage: nbd-badclient SUBCOMMAND SOCKET|HOST:PORT [--export NAME] "
+	                "[--pid SERVER_PID] [--rss-limit-mb N] [--close-within-s N]\nsubcommands:");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		fprintf(stderr, " %s", cases[i].name);
 	fprintf(stderr, "\n");
@@ -1059,6 +1209,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		return -1;
 	o->sock = argv[2];
 	o->export = "";
+	o->close_within_s = 10;
 	for (i = 3; i < argc; i++) {
 		if (i + 1 >= argc)
 			return -1;
@@ -1068,6 +1219,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			o->pid = strtol(argv[++i], NULL, 10);
 		else if (strcmp(argv[i], "--rss-limit-mb") == 0)
 			o->rss_limit_mb = strtol(argv[++i], NULL, 10);
+		else if (strcmp(argv[i], "--close-within-s") == 0)
+			o->close_within_s = strtol(argv[++i], NULL, 10);
 		else
 			return -1;
 	}

@@ -104,6 +104,11 @@ START_TEST(test_all_keys)
 	                   "\tbacking \"/srv/disk with space.img\"\n"
 	                   "\tnbd-socket /run/w.nbd\n"
 	                   "\tnbd-listen [::1]:10809\n"
+	                   "\tnbd-tls require\n"
+	                   "\tnbd-tls-cert-file /etc/hak/nbd.pem\n"
+	                   "\tnbd-tls-key-file /etc/hak/nbd.key\n"
+	                   "\tnbd-tls-ca-file /etc/hak/ca.pem\n"
+	                   "\tnbd-handshake-timeout 5s\n"
 	                   "\tdescription \"say \\\"hi\\\" \\\\ bye\"\n"
 	                   "\tread-only yes\n"
 	                   "\tdirect-io on\n"
@@ -114,6 +119,7 @@ START_TEST(test_all_keys)
 	                   "\tbacking /dev/sdb\n"
 	                   "\tnbd-socket /run/v2.nbd\n"
 	                   "\tnbd-listen 192.168.1.10:1\n"
+	                   "\tnbd-tls off\n"
 	                   "\tread-only FALSE\n"
 	                   "\tdirect-io true\n"
 	                   "\tblock-size-min 1\n"
@@ -138,6 +144,12 @@ START_TEST(test_all_keys)
 	ck_assert_str_eq(a->backing, "/srv/disk with space.img");
 	ck_assert_str_eq(a->nbd_socket, "/run/w.nbd");
 	ck_assert_str_eq(a->nbd_listen, "[::1]:10809");
+	ck_assert_int_eq(a->nbd_tls, HAK_NBD_TLS_REQUIRE);
+	ck_assert_str_eq(a->nbd_tls_cert_file, "/etc/hak/nbd.pem");
+	ck_assert_str_eq(a->nbd_tls_key_file, "/etc/hak/nbd.key");
+	ck_assert_str_eq(a->nbd_tls_ca_file, "/etc/hak/ca.pem");
+	ck_assert_ptr_null(a->nbd_tls_psk_file);
+	ck_assert_double_eq(a->nbd_handshake_timeout, 5.0);
 	ck_assert_str_eq(a->description, "say \"hi\" \\ bye");
 	ck_assert_int_eq(a->read_only, 1);
 	ck_assert_int_eq(a->direct_io, 1);
@@ -145,8 +157,10 @@ START_TEST(test_all_keys)
 	ck_assert_uint_eq(a->max_payload, 64u << 20);
 	b = config_find_volume(cfg, "v2");
 	ck_assert_ptr_eq(b, &cfg->volumes[1]);
-	ck_assert_uint_eq(b->line, 22);
+	ck_assert_uint_eq(b->line, 27);
 	ck_assert_str_eq(b->nbd_listen, "192.168.1.10:1");
+	ck_assert_int_eq(b->nbd_tls, HAK_NBD_TLS_OFF);
+	ck_assert_ptr_null(b->nbd_tls_cert_file);
 	ck_assert_ptr_null(b->description);
 	ck_assert_int_eq(b->read_only, 0);
 	ck_assert_int_eq(b->direct_io, 1);
@@ -221,6 +235,12 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(v->direct_io, 0);
 	ck_assert_uint_eq(v->block_size_min, 0);
 	ck_assert_uint_eq(v->max_payload, HAK_DEFAULT_MAX_PAYLOAD);
+	ck_assert_int_eq(v->nbd_tls, HAK_NBD_TLS_OFF);
+	ck_assert_ptr_null(v->nbd_tls_cert_file);
+	ck_assert_ptr_null(v->nbd_tls_key_file);
+	ck_assert_ptr_null(v->nbd_tls_ca_file);
+	ck_assert_ptr_null(v->nbd_tls_psk_file);
+	ck_assert_double_eq(v->nbd_handshake_timeout, HAK_DEFAULT_NBD_HS_TIMEOUT);
 	assert_repl_defaults(v, "/var/lib/hak/v.meta");
 	ck_assert_ptr_null(cfg->node_name);
 	ck_assert_str_eq(cfg->state_dir, HAK_DEFAULT_STATE_DIR);
@@ -608,7 +628,9 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tnbd-listen\n}\n", 4, 2, "needs a value: HOST:PORT, like 0.0.0.0:10809"},
     {VOL "\tdescription\n}\n", 4, 2, "needs a value: a text, in double quotes if it has spaces"},
     {VOL "\tkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 1\n}\n", 4, 2,
-     "valid keys are: backing, nbd-socket, nbd-listen, description, read-only, direct-io, "
+     "valid keys are: backing, nbd-socket, nbd-listen, description, nbd-tls, "
+     "nbd-tls-cert-file, nbd-tls-key-file, nbd-tls-ca-file, nbd-tls-psk-file, "
+     "nbd-handshake-timeout, read-only, direct-io, "
      "block-size-min, max-payload, mode, meta-disk, bitmap-block-size, "
      "replication-port-offset, "
      "async-buffer, ping-interval, ping-timeout, connect-interval, max-epoch-size, "
@@ -682,9 +704,25 @@ static const struct bad_case bad_cases[] = {
     {VOL "}\nvolume w {\n\tbacking /b\n\tnbd-socket /t\n}\n", 6, 10,
      "Volume 'w' has the same backing '/b' as volume 'v' (line 1)"},
     {VOL "}\nvolume w {\n\tbacking /c\n\tnbd-socket /s\n}\n", 7, 13, "same nbd-socket '/s'"},
-    {VOL "\tnbd-listen h:1\n}\nvolume w {\n\tbacking /c\n\tnbd-socket /t\n\tnbd-listen "
-         "h:1\n}\n",
-     9, 13, "same nbd-listen 'h:1'"},
+    {VOL "\tnbd-listen h:1\n\tnbd-tls off\n}\nvolume w {\n\tbacking /c\n\tnbd-socket "
+         "/t\n\tnbd-listen h:1\n\tnbd-tls off\n}\n",
+     10, 13, "same nbd-listen 'h:1'"},
+    /* NBD over TLS */
+    {VOL "\tnbd-listen h:1\n}\n", 4, 13,
+     "listens on TCP h:1 without saying whether NBD clients use TLS; add 'nbd-tls require'"},
+    {VOL "\tnbd-tls require\n\tnbd-tls-psk-file /p\n}\n", 4, 10,
+     "has 'nbd-tls require' but no nbd-listen"},
+    {VOL "\tnbd-tls on\n}\n", 4, 10, "has nbd-tls on but no credentials"},
+    {VOL "\tnbd-tls-psk-file /p\n}\n", 1, 1, "has nbd-tls files but nbd-tls is off"},
+    {VOL "\tnbd-tls on\n\tnbd-tls-cert-file /c\n}\n", 4, 10,
+     "needs both nbd-tls-cert-file and nbd-tls-key-file"},
+    {VOL "\tnbd-tls on\n\tnbd-tls-cert-file /c\n\tnbd-tls-key-file /k\n\tnbd-tls-psk-file "
+         "/p\n}\n",
+     4, 10, "has both a certificate and nbd-tls-psk-file"},
+    {VOL "\tnbd-tls on\n\tnbd-tls-psk-file /p\n\tnbd-tls-ca-file /a\n}\n", 4, 10,
+     "has nbd-tls-ca-file without a certificate"},
+    {VOL "\tnbd-tls maybe\n}\n", 4, 10, "off, on, require"},
+    {VOL "\tnbd-handshake-timeout 10ms\n}\n", 4, 24, "nbd-handshake-timeout"},
     {VOL "}\nglobal {\n\tcontrol-socket /s\n}\n", 3, 13, "is the control socket '/s'"},
     /* nodes */
     {"node {\n}\n", 1, 1, "A 'node' section needs a name; write 'node NAME {'."},

@@ -226,6 +226,109 @@ START_TEST(simple_options)
 }
 END_TEST
 
+/* One option's replies: exactly one, of type want, for opt. */
+static void expect_one(struct nbd_buf *out, uint32_t opt, uint32_t want)
+{
+	struct rep r[4];
+	ck_assert_int_eq(parse_replies(out, r, 4), 1);
+	ck_assert_uint_eq(r[0].opt, opt);
+	ck_assert_uint_eq(r[0].type, want);
+	nbd_buf_free(out);
+}
+
+START_TEST(starttls_on)
+{
+	struct nbd_neg n;
+	struct nbd_buf out = {0};
+	uint8_t d[64];
+	neg_init(&n, &exp_rw);
+	n.tls_mode = NBD_TLS_ON;
+
+	/* Optional TLS: the clear text works as before. */
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STRUCTURED_REPLY, NULL, 0, &out),
+	                 NBD_OPT_CONTINUE);
+	expect_one(&out, NBD_OPT_STRUCTURED_REPLY, NBD_REP_ACK);
+	ck_assert(n.structured);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STARTTLS, d, 1, &out), NBD_OPT_CONTINUE);
+	expect_one(&out, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STARTTLS, NULL, 0, &out), NBD_OPT_STARTTLS_ACK);
+	expect_one(&out, NBD_OPT_STARTTLS, NBD_REP_ACK);
+	ck_assert(!n.tls_active);
+
+	/* After the handshake the clear-text state is gone and a second STARTTLS is invalid. */
+	nbd_neg_tls_started(&n);
+	ck_assert(n.tls_active);
+	ck_assert(!n.structured);
+	ck_assert(!n.meta_alloc);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STARTTLS, NULL, 0, &out), NBD_OPT_CONTINUE);
+	expect_one(&out, NBD_OPT_STARTTLS, NBD_REP_ERR_INVALID);
+	size_t len = go_data(d, "vol0", NULL, 0);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_GO, d, (uint32_t)len, &out), NBD_OPT_DONE_GO);
+	nbd_buf_free(&out);
+	ck_assert_ptr_eq(n.chosen, &exp_rw);
+}
+END_TEST
+
+START_TEST(starttls_require)
+{
+	struct nbd_neg n;
+	struct nbd_buf out = {0};
+	uint8_t d[64];
+	static const uint32_t opts[] = {NBD_OPT_LIST,
+	                                NBD_OPT_INFO,
+	                                NBD_OPT_GO,
+	                                NBD_OPT_STRUCTURED_REPLY,
+	                                NBD_OPT_LIST_META_CONTEXT,
+	                                NBD_OPT_SET_META_CONTEXT,
+	                                99};
+	neg_init(&n, &exp_rw);
+	n.tls_mode = NBD_TLS_REQUIRE;
+	size_t len = go_data(d, "vol0", NULL, 0);
+
+	/* Nothing about the export before TLS: every option gets TLS_REQD, none changes state. */
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		ck_assert_int_eq(nbd_neg_option(&n, opts[i], d, (uint32_t)len, &out),
+		                 NBD_OPT_CONTINUE);
+		expect_one(&out, opts[i], NBD_REP_ERR_TLS_REQD);
+	}
+	ck_assert(!n.structured);
+	ck_assert_ptr_null(n.chosen);
+	ck_assert_int_eq(nbd_neg_too_big(&n, NBD_OPT_GO, &out), NBD_OPT_CONTINUE);
+	expect_one(&out, NBD_OPT_GO, NBD_REP_ERR_TLS_REQD);
+	/* EXPORT_NAME cannot be answered with an error: the connection closes. */
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_EXPORT_NAME, (const uint8_t *)"vol0", 4, &out),
+	                 NBD_OPT_CLOSE);
+	ck_assert_uint_eq(out.len, 0);
+	ck_assert_ptr_null(n.chosen);
+
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_STARTTLS, NULL, 0, &out), NBD_OPT_STARTTLS_ACK);
+	expect_one(&out, NBD_OPT_STARTTLS, NBD_REP_ACK);
+	nbd_neg_tls_started(&n);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_LIST, NULL, 0, &out), NBD_OPT_CONTINUE);
+	struct rep r[4];
+	ck_assert_int_eq(parse_replies(&out, r, 4), 2);
+	ck_assert_uint_eq(r[0].type, NBD_REP_SERVER);
+	nbd_buf_free(&out);
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_GO, d, (uint32_t)len, &out), NBD_OPT_DONE_GO);
+	nbd_buf_free(&out);
+	ck_assert_ptr_eq(n.chosen, &exp_rw);
+}
+END_TEST
+
+START_TEST(starttls_require_abort)
+{
+	struct nbd_neg n;
+	struct nbd_buf out = {0};
+	neg_init(&n, &exp_rw);
+	n.tls_mode = NBD_TLS_REQUIRE;
+	ck_assert_int_eq(nbd_neg_option(&n, NBD_OPT_ABORT, NULL, 0, &out), NBD_OPT_CLOSE);
+	expect_one(&out, NBD_OPT_ABORT, NBD_REP_ACK);
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_REQUIRE), "require");
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_ON), "on");
+	ck_assert_str_eq(nbd_tls_mode_name(NBD_TLS_OFF), "off");
+}
+END_TEST
+
 START_TEST(export_name)
 {
 	struct nbd_neg n;
@@ -415,6 +518,9 @@ static Suite *nbd_proto_suite(void)
 	tcase_add_test(t, go_success);
 	tcase_add_test(t, go_errors);
 	tcase_add_test(t, simple_options);
+	tcase_add_test(t, starttls_on);
+	tcase_add_test(t, starttls_require);
+	tcase_add_test(t, starttls_require_abort);
 	tcase_add_test(t, export_name);
 	tcase_add_test(t, meta_context);
 	tcase_add_test(t, request_decode);
