@@ -465,7 +465,7 @@ static void stage_fill(struct nbd_tls *t, struct outq *q)
 {
 	while (q->head && t->stage_len < STAGE_SIZE && !t->closed) {
 		struct outq_item *it = q->head;
-		size_t total = it->hdr_len + it->data_len, off = it->sent_bytes;
+		size_t off = it->sent_bytes;
 		/* A big payload is written in place once the stage before it is out. */
 		if (off >= it->hdr_len && it->data_len - (off - it->hdr_len) >= STAGE_DIRECT)
 			break;
@@ -479,16 +479,7 @@ static void stage_fill(struct nbd_tls *t, struct outq *q)
 			memcpy(t->stage + t->stage_len, it->data + d, take);
 		}
 		t->stage_len += take;
-		it->sent_bytes += take;
-		q->bytes -= take;
-		if (it->sent_bytes == total) {
-			q->head = it->next;
-			if (!q->head)
-				q->tail = NULL;
-			q->items--;
-			if (it->sent)
-				it->sent(it, 0);
-		}
+		outq_advance(q, take);
 	}
 }
 
@@ -518,16 +509,7 @@ static int flush_direct(struct nbd_tls *t, struct outq *q, enum nbd_tls_want *wa
 
 	if (st != 2)
 		return st;
-	it->sent_bytes += done;
-	q->bytes -= done;
-	if (it->sent_bytes == it->hdr_len + it->data_len) {
-		q->head = it->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->items--;
-		if (it->sent)
-			it->sent(it, 0);
-	}
+	outq_advance(q, done);
 	return 2;
 }
 
