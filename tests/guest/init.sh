@@ -18,9 +18,18 @@ $bb mount -t 9p -o "ro,$opts" root /newroot || {
 for d in run tmp var/tmp; do
 	$bb mount -t tmpfs -o mode=1777 tmpfs "/newroot/$d"
 done
-$bb mkdir -p /newroot/run/hak-guest
+$bb mkdir -p /newroot/run/hak-guest /newroot/run/hak-host
 $bb mount -t 9p -o "rw,$opts" out /newroot/run/hak-guest
 repo=$($bb sed -n 's/.*hak\.repo=\([^ ]*\).*/\1/p' /proc/cmdline)
+# A repository under one of those tmpfs (a CI clone in /var/tmp) is hidden by them: show the
+# host's copy at the same path again.
+case $repo in
+/run/* | /tmp/* | /var/tmp/*)
+	$bb mount --bind /newroot /newroot/run/hak-host # the 9p root alone, not the tmpfs on it
+	$bb mkdir -p "/newroot$repo"
+	$bb mount --bind "/newroot/run/hak-host$repo" "/newroot$repo"
+	;;
+esac
 for d in proc sys dev; do
 	$bb mount --move "/$d" "/newroot/$d"
 done
