@@ -15,6 +15,8 @@
 #   CONFIGS="standalone sync" bench/pgbench.sh    (a subset)
 #   BUSY_PEER=1 bench/pgbench.sh   (a busy loop pinned to CPU 1 for the whole run: the secondary
 #                                   shares its CPU with a CPU hog)
+#   TRANSPORT=tls bench/pgbench.sh (the hakd pairs replicate over TLS 1.3, certificates made for
+#                                   the run; tls-psk: a pre-shared key; compare with a tcp run)
 #   SMOKE=1 bench/pgbench.sh       (CLIENTS=16 T=3 ROUNDS=1 SCALE=1 SIZE=1G, every configuration:
 #                                   tests/integration/t_bench_pgbench.sh runs it)
 #
@@ -156,6 +158,7 @@ trap 'exit 143' TERM
 
 # ---- the two "machines" ----------------------------------------------------------------------
 bench_net pg rps
+tls_setup
 
 # ---- the stack above the volume --------------------------------------------------------------
 # attach SOCKET: nbdfuse on the volume's NBD socket (as the group's attach resource does), a loop
