@@ -306,6 +306,17 @@ static void print_cluster(json_t *cl)
 	       json_is_true(json_object_get(w, "vote")) ? " (this node holds the vote)" : "",
 	       json_string_value(json_object_get(cl, "rule")),
 	       json_string_value(json_object_get(cl, "reason")));
+	/* only while a rotation of the cluster key runs: "waiting" is the one to act on */
+	json_t *k = json_object_get(cl, "key");
+	const char *kp = json_string_value(json_object_get(k, "peer")),
+	           *kw = json_string_value(json_object_get(k, "witness"));
+	if ((kp && strcmp(kp, "none") != 0) || (kw && strcmp(kw, "none") != 0))
+		printf("  cluster key rotation: peer %s, witness %s%s\n", kp ? kp : "-",
+		       kw ? kw : "-",
+		       (kp && strcmp(kp, "waiting") == 0) || (kw && strcmp(kw, "waiting") == 0)
+		           ? " (sending under the old and the new key until the other side has the "
+		             "new one)"
+		           : "");
 }
 
 /* switchover [--to NODE] | standby | unstandby | failover --force */

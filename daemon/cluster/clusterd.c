@@ -714,7 +714,7 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 		                                       s.paths[i].alive, "last_heard_ms",
 		                                       (json_int_t)s.paths[i].last_heard_ms));
 	cluster_actions_format(cd->last.actions, acts, sizeof(acts));
-	return json_pack(
+	json_t *o = json_pack(
 	    "{s:s, s:o, s:{s:b, s:b, s:s, s:s, s:b}, s:{s:b, s:b, s:b, s:i, s:b}, s:s, s:s, "
 	    "s:s, s:s, s:b, s:b, s:b, s:I}",
 	    "node", cd->p.self->name, "paths", paths ? paths : json_array(), "peer", "alive",
@@ -726,6 +726,13 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	    "rule", cluster_rule_name(cd->last.rule), "reason", cd->last.reason, "actions", acts,
 	    "pending", cluster_cmd_name(cd->cmd), "standby", cd->standby, "frozen", any_frozen(cd),
 	    "eligible", cd->last.eligible, "decisions", (json_int_t)cd->decisions);
+	/* a rotation of the cluster key in progress (keyring.h): "waiting" until the other side
+	 * is seen using the new key, then "grace" while the old one is still accepted */
+	json_object_set_new(o, "key",
+	                    json_pack("{s:s, s:s?, s:I}", "peer",
+	                              s.key_rotation ? s.key_rotation : "none", "witness",
+	                              w.key_rotation, "rotations", (json_int_t)s.key_rotations));
+	return o;
 }
 
 static int setup(struct clusterd *cd, char *err, size_t errlen)

@@ -25,6 +25,7 @@
 #include "cluster.h"
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "keyring.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
@@ -182,6 +183,7 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
 		hb_sockaddr(&self->heartbeat[i], &p->local, &p->local_len);
 		hb_sockaddr(&peer->heartbeat[i], &p->peer, &p->peer_len);
 	}
+	out->key_file = cfg->cluster.auth_key_file;
 	return keyfile_load(cfg->cluster.auth_key_file, "heartbeat key", &out->key, err, errlen);
 }
 
@@ -200,6 +202,7 @@ struct hb {
 	/* heartbeat thread only */
 	struct hb_replay replay[HB_MAX_PATHS];
 	uint64_t seq, incarnation;
+	struct keyring kr; /* the key(s) packets go out and are checked under */
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	uint8_t role, disk;
@@ -209,6 +212,8 @@ struct hb {
 	bool peer_known;
 	struct hb_msg peer;
 	uint64_t generation;
+	const char *key_rotation; /* keyring_state(&kr) as of the last tick */
+	uint64_t key_rotations;
 	/* main thread only: what the last notification reported, for the events */
 	struct hb_snapshot seen;
 };
@@ -270,20 +275,25 @@ static void send_all(struct hb *hb)
 	m.flags = hb->flags;
 	m.stale = hb->stale;
 	pthread_mutex_unlock(&hb->mu);
+	/* while a key rotation waits for the peer, once under each key (keyring.h) */
+	const struct key_bytes *keys[2];
+	unsigned nk = keyring_send_keys(&hb->kr, keys);
 	for (unsigned i = 0; i < hb->cfg.n_paths; i++) {
 		const struct hb_path_cfg *p = &hb->cfg.paths[i];
 		m.path = (uint8_t)i;
-		m.seq = ++hb->seq;
-		bool ok =
-		    hb_encode(&m, &hb->cfg.key, pkt) == 0 &&
-		    sendto(hb->fds[i], pkt, sizeof(pkt), MSG_DONTWAIT,
-		           (const struct sockaddr *)&p->peer, p->peer_len) == (ssize_t)sizeof(pkt);
-		pthread_mutex_lock(&hb->mu);
-		if (ok)
-			hb->paths[i].tx_ok++;
-		else
-			hb->paths[i].tx_err++;
-		pthread_mutex_unlock(&hb->mu);
+		for (unsigned k = 0; k < nk; k++) {
+			m.seq = ++hb->seq;
+			bool ok = hb_encode(&m, keys[k], pkt) == 0 &&
+			          sendto(hb->fds[i], pkt, sizeof(pkt), MSG_DONTWAIT,
+			                 (const struct sockaddr *)&p->peer,
+			                 p->peer_len) == (ssize_t)sizeof(pkt);
+			pthread_mutex_lock(&hb->mu);
+			if (ok)
+				hb->paths[i].tx_ok++;
+			else
+				hb->paths[i].tx_err++;
+			pthread_mutex_unlock(&hb->mu);
+		}
 	}
 }
 
@@ -342,10 +352,17 @@ static void kick_cb(struct ev_loop *loop, ev_async *w, int revents)
 
 static void tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct hb *hb = w->data;
+
 	(void)loop;
 	(void)revents;
-	send_all(w->data);
-	check_liveness(w->data);
+	keyring_refresh(&hb->kr, clock_mono_ms());
+	pthread_mutex_lock(&hb->mu);
+	hb->key_rotation = keyring_state(&hb->kr);
+	hb->key_rotations = hb->kr.rotations;
+	pthread_mutex_unlock(&hb->mu);
+	send_all(hb);
+	check_liveness(hb);
 }
 
 /* Checks everything but the packet itself; returns the counter to bump, NULL to accept. */
@@ -353,17 +370,21 @@ static uint64_t *classify(struct hb *hb, unsigned path, const struct sockaddr_st
                           const uint8_t *buf, ssize_t n, struct hb_msg *m)
 {
 	struct hb_path_state *ps = &hb->paths[path];
-	enum hb_verdict v;
+	const struct key_bytes *keys[2];
+	unsigned nk = keyring_recv_keys(&hb->kr, keys), k;
+	enum hb_verdict v = HB_BAD_MAC;
 
 	if (!hb_same_addr(from, &hb->cfg.paths[path].peer))
 		return &ps->rx_foreign;
-	v = hb_decode(buf, (size_t)n, &hb->cfg.key, m);
+	for (k = 0; k < nk && v != HB_OK; k++)
+		v = hb_decode(buf, (size_t)n, keys[k], m);
 	if (v != HB_OK)
 		return &ps->rx_bad;
 	if (m->cluster_id != hb->cfg.cluster_id || m->node_id != hb->cfg.peer_id || m->path != path)
 		return &ps->rx_foreign;
 	if (hb_replay_check(&hb->replay[path], m->incarnation, m->seq) != HB_OK)
 		return &ps->rx_replay;
+	keyring_seen(&hb->kr, k - 1, 1, clock_mono_ms());
 	return NULL;
 }
 
@@ -551,6 +572,18 @@ static int setup(struct hb *hb, char *err, size_t errlen)
 	return 0;
 }
 
+/* The key ring starts from the file when there is one (so a replacement is noticed), else
+ * from the key given. */
+static int init_keyring(struct hb *hb, char *err, size_t errlen)
+{
+	hb->key_rotation = "none";
+	if (!hb->cfg.key_file) {
+		keyring_init_key(&hb->kr, &hb->cfg.key, 1);
+		return 0;
+	}
+	return keyring_init(&hb->kr, hb->cfg.key_file, "cluster key", 1, err, errlen);
+}
+
 struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_notify_fn notify,
                     void *arg, char *err, size_t errlen)
 {
@@ -566,6 +599,9 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 		return NULL;
 	}
 	hb->cfg = *cfg;
+	if (init_keyring(hb, err, errlen) < 0)
+		goto fail;
+	hb->cfg.key_file = NULL; /* the keyring holds its own copy of the name */
 	hb->notify = notify;
 	hb->arg = arg;
 	hb->incarnation = clock_wall_us();
@@ -618,6 +654,8 @@ void hb_snapshot(struct hb *hb, struct hb_snapshot *out)
 	out->peer_known = hb->peer_known;
 	out->peer = hb->peer;
 	out->generation = hb->generation;
+	out->key_rotation = hb->key_rotation;
+	out->key_rotations = hb->key_rotations;
 	pthread_mutex_unlock(&hb->mu);
 }
 
@@ -631,5 +669,6 @@ void hb_stop(struct hb *hb)
 			close(hb->fds[i]);
 	pthread_mutex_destroy(&hb->mu);
 	OPENSSL_cleanse(&hb->cfg.key, sizeof(hb->cfg.key));
+	keyring_clear(&hb->kr);
 	free(hb);
 }

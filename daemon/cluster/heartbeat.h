@@ -144,6 +144,9 @@ struct hb_config {
 	double interval; /* seconds between heartbeats (default 0.2) */
 	double deadtime; /* seconds of silence before a path is dead (default 1), > interval */
 	struct key_bytes key;
+	/* where key came from, watched for a replacement (keyring.h); NULL: key stays as given.
+	 * Read only while hb_start or wit_client_start runs. */
+	const char *key_file;
 };
 
 struct hb_path_state {
@@ -155,10 +158,12 @@ struct hb_path_state {
 struct hb_snapshot {
 	unsigned n_paths;
 	struct hb_path_state paths[HB_MAX_PATHS];
-	bool peer_alive;     /* alive on at least one path */
-	bool peer_known;     /* heard at least once since start */
-	struct hb_msg peer;  /* the newest accepted message on any path */
-	uint64_t generation; /* increases at every change that notified the main loop */
+	bool peer_alive;          /* alive on at least one path */
+	bool peer_known;          /* heard at least once since start */
+	struct hb_msg peer;       /* the newest accepted message on any path */
+	uint64_t generation;      /* increases at every change that notified the main loop */
+	const char *key_rotation; /* keyring_state(): "none", "waiting", "grace" */
+	uint64_t key_rotations;   /* new keys taken from a replaced key file since the start */
 };
 
 /* Called on the main loop after the heartbeat thread saw a change (alive/dead, peer state). */

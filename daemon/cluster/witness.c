@@ -22,6 +22,7 @@
 
 #include "conf/config.h"
 #include "ctl/events.h"
+#include "keyring.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
@@ -207,7 +208,7 @@ static int udp_bind(const struct sockaddr_storage *ss, socklen_t len)
 
 struct wit_server {
 	struct wit_state st;
-	struct key_bytes key;
+	struct keyring kr; /* both nodes must be seen on a new key before the old one goes */
 	int64_t lease_ms;
 	int fd;
 	uint64_t rx_bad, dropped;
@@ -273,10 +274,17 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ssize_t n = hb_recv(sv->fd, buf, sizeof(buf), &from, &flen);
 		if (n < 0)
 			break;
-		if (wit_decode(buf, (size_t)n, &sv->key, &req) != HB_OK) {
+		keyring_refresh(&sv->kr, clock_mono_ms());
+		const struct key_bytes *keys[2];
+		unsigned nk = keyring_recv_keys(&sv->kr, keys), k;
+		enum hb_verdict v = HB_BAD_MAC;
+		for (k = 0; k < nk && v != HB_OK; k++)
+			v = wit_decode(buf, (size_t)n, keys[k], &req);
+		if (v != HB_OK) {
 			sv->rx_bad++;
 			continue;
 		}
+		k--; /* the key it came under; the reply goes under the same one */
 		uint32_t before =
 		    sv->st.holder && clock_mono_ms() < sv->st.expires_ms ? sv->st.holder : 0;
 		uint8_t out_before = sv->st.outdated;
@@ -285,6 +293,7 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 			sv->dropped++;
 			continue;
 		}
+		keyring_seen(&sv->kr, k, 1u << (req.node_id - 1), clock_mono_ms());
 		if (sv->st.outdated != out_before) {
 			/* persisted before the reply confirms it: a confirmed mark is never lost */
 			if (server_save(sv) < 0)
@@ -308,7 +317,7 @@ static void server_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		if (sv->st.holder != before)
 			events_emit("witness-vote", "holder:%" PRIu32 " decision:%s node:%" PRIu32,
 			            sv->st.holder, wit_decision_name(d), req.node_id);
-		if (wit_encode(&rep, &sv->key, buf) == 0)
+		if (wit_encode(&rep, keys[k], buf) == 0)
 			(void)sendto(sv->fd, buf, WIT_PKT_SIZE, MSG_DONTWAIT,
 			             (const struct sockaddr *)&from, flen);
 	}
@@ -338,7 +347,7 @@ int wit_serve(const struct hak_config *cfg)
 		        cfg->file ? cfg->file : "the configuration");
 		goto out;
 	}
-	if (keyfile_load(cfg->cluster.auth_key_file, "heartbeat key", &sv.key, err, sizeof(err)) <
+	if (keyring_init(&sv.kr, cfg->cluster.auth_key_file, "cluster key", 3, err, sizeof(err)) <
 	    0) {
 		log_err("%s", err);
 		goto out;
@@ -379,14 +388,14 @@ int wit_serve(const struct hak_config *cfg)
 out:
 	if (sv.fd >= 0)
 		close(sv.fd);
-	OPENSSL_cleanse(&sv.key, sizeof(sv.key));
+	keyring_clear(&sv.kr);
 	return rc;
 }
 
 /* ---- the client ---- */
 
 struct wit_client {
-	struct key_bytes key;
+	struct keyring kr; /* thread only */
 	uint32_t cluster_id, node_id;
 	uint64_t incarnation, seq;
 	int64_t lease_ms, dead_ms;
@@ -409,6 +418,7 @@ struct wit_client {
 	int64_t holds_until; /* monotonic ms: this node's own bound on its lease */
 	uint32_t holder;
 	uint64_t tx, rx_ok, rx_bad;
+	const char *key_rotation;        /* keyring_state(&kr) as of the last tick */
 	bool seen_reachable, seen_holds; /* what the main loop was last told */
 	bool seen_outdated, seen_peer_outdated;
 	uint32_t seen_holder;
@@ -428,6 +438,7 @@ static void client_eval(struct wit_client *c, int64_t now, struct wit_client_sta
 	s->tx = c->tx;
 	s->rx_ok = c->rx_ok;
 	s->rx_bad = c->rx_bad;
+	s->key_rotation = c->key_rotation;
 }
 
 /* Under mu: did what the main loop sees change? */
@@ -461,23 +472,36 @@ static void client_send(struct wit_client *c)
 	pthread_mutex_lock(&c->mu);
 	m.flags = (uint16_t)((c->want ? WIT_F_WANT : 0) | (c->primary ? WIT_F_PRIMARY : 0) |
 	                     c->peer_flags);
-	m.seq = ++c->seq;
-	c->sent_ms[m.seq % WIT_SEND_RING] = now;
-	c->tx++;
 	ch = client_changed(c, now);
 	pthread_mutex_unlock(&c->mu);
-	if (wit_encode(&m, &c->key, buf) == 0)
-		(void)sendto(c->fd, buf, sizeof(buf), MSG_DONTWAIT,
-		             (const struct sockaddr *)&c->addr, c->addr_len);
+	/* while a key rotation waits for the witness, once under each key (keyring.h) */
+	const struct key_bytes *keys[2];
+	unsigned nk = keyring_send_keys(&c->kr, keys);
+	for (unsigned k = 0; k < nk; k++) {
+		pthread_mutex_lock(&c->mu);
+		m.seq = ++c->seq;
+		c->sent_ms[m.seq % WIT_SEND_RING] = now;
+		c->tx++;
+		pthread_mutex_unlock(&c->mu);
+		if (wit_encode(&m, keys[k], buf) == 0)
+			(void)sendto(c->fd, buf, sizeof(buf), MSG_DONTWAIT,
+			             (const struct sockaddr *)&c->addr, c->addr_len);
+	}
 	if (ch)
 		loopthread_notify(&c->lt);
 }
 
 static void client_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct wit_client *c = w->data;
+
 	(void)loop;
 	(void)revents;
-	client_send(w->data);
+	keyring_refresh(&c->kr, clock_mono_ms());
+	pthread_mutex_lock(&c->mu);
+	c->key_rotation = keyring_state(&c->kr);
+	pthread_mutex_unlock(&c->mu);
+	client_send(c);
 }
 
 static void client_kick_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -502,10 +526,13 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 		ssize_t n = hb_recv(c->fd, buf, sizeof(buf), &from, &fl);
 		if (n < 0)
 			break;
-		bool ok = hb_same_addr(&from, &c->addr) &&
-		          wit_decode(buf, (size_t)n, &c->key, &m) == HB_OK && m.type == WIT_REPLY &&
-		          m.cluster_id == c->cluster_id && m.node_id == c->node_id &&
-		          m.incarnation == c->incarnation;
+		const struct key_bytes *keys[2];
+		unsigned nk = keyring_recv_keys(&c->kr, keys), k;
+		enum hb_verdict v = HB_BAD_MAC;
+		for (k = 0; k < nk && v != HB_OK && hb_same_addr(&from, &c->addr); k++)
+			v = wit_decode(buf, (size_t)n, keys[k], &m);
+		bool ok = v == HB_OK && m.type == WIT_REPLY && m.cluster_id == c->cluster_id &&
+		          m.node_id == c->node_id && m.incarnation == c->incarnation;
 		pthread_mutex_lock(&c->mu);
 		/* only an answer to one of the recent requests, each once, in order */
 		ok = ok && m.seq > c->last_rx_seq && m.seq <= c->seq &&
@@ -526,6 +553,8 @@ static void client_rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 			ch |= client_changed(c, now);
 		}
 		pthread_mutex_unlock(&c->mu);
+		if (ok)
+			keyring_seen(&c->kr, k - 1, 1, clock_mono_ms());
 	}
 	if (ch)
 		loopthread_notify(&c->lt);
@@ -548,7 +577,10 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 		snprintf(err, errlen, "Bad witness-address '%.80s': write IP:PORT.", witness_addr);
 		goto fail;
 	}
-	c->key = hb->key;
+	if (hb->key_file ? keyring_init(&c->kr, hb->key_file, "cluster key", 1, err, errlen) < 0
+	                 : (keyring_init_key(&c->kr, &hb->key, 1), 0))
+		goto fail;
+	c->key_rotation = "none";
 	c->cluster_id = hb->cluster_id;
 	c->node_id = hb->node_id;
 	c->incarnation = clock_wall_us();
@@ -641,6 +673,6 @@ void wit_client_stop(struct wit_client *c)
 	if (c->fd >= 0)
 		close(c->fd);
 	pthread_mutex_destroy(&c->mu);
-	OPENSSL_cleanse(&c->key, sizeof(c->key));
+	keyring_clear(&c->kr);
 	free(c);
 }

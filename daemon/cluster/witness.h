@@ -135,6 +135,7 @@ struct wit_client_state {
 	int64_t last_reply_ms; /* ago; -1 never */
 	bool want;
 	uint64_t tx, rx_ok, rx_bad;
+	const char *key_rotation; /* "none", "waiting", "grace" (keyring.h); NULL unconfigured */
 };
 
 /*

@@ -36,7 +36,8 @@ struct pa_conn {
 	ev_timer timer;
 	uint8_t nonce[WIRE_AUTH_NONCE], peer_nonce[WIRE_AUTH_NONCE];
 	bool got_chal;
-	char from[64]; /* the remote end, HOST:PORT */
+	const struct key_bytes *key; /* the key this exchange runs under (a->key or a->prev) */
+	char from[64];               /* the remote end, HOST:PORT */
 	struct pa_conn *next;
 };
 
@@ -95,12 +96,17 @@ int peerauth_refresh_key(struct tauth *a)
 	} else {
 		bool first = a->key_stamp.ino == 0 && a->key_stamp.mtime_ns == 0;
 		rc = first || a->key.len != k->len || CRYPTO_memcmp(a->key.bytes, k->bytes, k->len);
+		if (rc && !first) {
+			a->prev = a->key;
+			a->has_prev = true;
+		}
 		a->key = *k;
 		a->key_stamp = st;
 		if (rc && !first)
 			log_msg(LOG_LVL_NOTICE,
 			        "Volume %s: the replication key file %s changed; new connections "
-			        "authenticate with the new key.",
+			        "authenticate with the new key, or the old one until the peer "
+			        "proves it has the new one.",
 			        a->volume, a->key_file);
 		rc = rc && !first;
 	}
@@ -110,9 +116,9 @@ int peerauth_refresh_key(struct tauth *a)
 	return rc;
 }
 
-void peerauth_mac(const struct tauth *a, uint8_t role, const uint8_t chal[WIRE_AUTH_NONCE],
-                  const uint8_t own[WIRE_AUTH_NONCE], const char *sender, const char *receiver,
-                  uint8_t out[WIRE_AUTH_MAC_SIZE])
+static void pa_mac(const struct key_bytes *key, const struct tauth *a, uint8_t role,
+                   const uint8_t chal[WIRE_AUTH_NONCE], const uint8_t own[WIRE_AUTH_NONCE],
+                   const char *sender, const char *receiver, uint8_t out[WIRE_AUTH_MAC_SIZE])
 {
 	unsigned int len = WIRE_AUTH_MAC_SIZE;
 	uint8_t msg[sizeof(PA_LABEL) + 1 + 2 * WIRE_AUTH_NONCE + 3 * WIRE_NAME_MAX];
@@ -132,8 +138,15 @@ void peerauth_mac(const struct tauth *a, uint8_t role, const uint8_t chal[WIRE_A
 	}
 	/* HMAC() cannot fail with SHA-256 and a key that fits an int; a zero MAC on a failure
 	 * that should not happen only makes the exchange fail. */
-	if (!HMAC(EVP_sha256(), a->key.bytes, (int)a->key.len, msg, o, out, &len))
+	if (!HMAC(EVP_sha256(), key->bytes, (int)key->len, msg, o, out, &len))
 		memset(out, 0, WIRE_AUTH_MAC_SIZE);
+}
+
+void peerauth_mac(const struct tauth *a, uint8_t role, const uint8_t chal[WIRE_AUTH_NONCE],
+                  const uint8_t own[WIRE_AUTH_NONCE], const char *sender, const char *receiver,
+                  uint8_t out[WIRE_AUTH_MAC_SIZE])
+{
+	pa_mac(&a->key, a, role, chal, own, sender, receiver, out);
 }
 
 void peerauth_chal_encode(uint8_t out[WIRE_AUTH_CHAL_SIZE], uint8_t role,
@@ -211,6 +224,12 @@ static void pa_finish(struct pa_conn *k, int err, const char *why)
 {
 	struct tstream *s = k->s;
 	ev_timer_stop(k->loop, &k->timer);
+	/* refused after our answer, mid-rotation: try the other key next time (once, though
+	 * both streams of the link may fail on the same key) */
+	struct tauth *a = k->a;
+	if (err && k->c && k->got_chal && a->has_prev &&
+	    k->key == (a->use_prev ? &a->prev : &a->key))
+		a->use_prev = !a->use_prev;
 	if (err) {
 		pa_log_fail(k, why);
 		tstream_close(s);
@@ -249,8 +268,46 @@ static void pa_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 static void pa_send_mac(struct pa_conn *k, uint8_t role)
 {
 	uint8_t mac[WIRE_AUTH_MAC_SIZE];
-	peerauth_mac(k->a, role, k->peer_nonce, k->nonce, k->a->self, k->a->peer, mac);
+	pa_mac(k->key, k->a, role, k->peer_nonce, k->nonce, k->a->self, k->a->peer, mac);
 	tstream_send_small(k->s, WIRE_AUTH_RESPONSE, 0, mac, sizeof(mac));
+}
+
+/* Is mac the peer's answer (of role) under the exchange's key? An acceptor, which has not
+ * chosen one yet, tries the current key and then the one before a rotation. */
+static bool pa_check_mac(struct pa_conn *k, uint8_t role, const uint8_t *mac)
+{
+	uint8_t want[WIRE_AUTH_MAC_SIZE];
+	const struct key_bytes *keys[2] = {&k->a->key, &k->a->prev};
+	unsigned n = k->l ? (k->a->has_prev ? 2 : 1) : 1;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct key_bytes *key = k->l ? keys[i] : k->key;
+		pa_mac(key, k->a, role, k->nonce, k->peer_nonce, k->a->peer, k->a->self, want);
+		if (CRYPTO_memcmp(want, mac, sizeof(want)) == 0) {
+			k->key = key;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The exchange succeeded: under the new key, the rotation is over for this link. */
+static void pa_key_proven(struct pa_conn *k)
+{
+	struct tauth *a = k->a;
+
+	/* the next link (after a loss) tries the new key first again: the peer may have it by then
+	 */
+	if (k->c && k->key == &a->prev)
+		a->use_prev = false;
+	if (!a->has_prev || k->key != &a->key)
+		return;
+	OPENSSL_cleanse(&a->prev, sizeof(a->prev));
+	a->has_prev = false;
+	log_msg(LOG_LVL_NOTICE,
+	        "Volume %s: node '%s' authenticated with the new replication key; the old key is "
+	        "no longer accepted.",
+	        a->volume, a->peer);
 }
 
 /* A challenge or a response; anything else before the end is a refusal. */
@@ -275,10 +332,7 @@ static void pa_step(struct pa_conn *k, const struct wire_hdr *h, const uint8_t *
 		return;
 	}
 	if (h->type == WIRE_AUTH_RESPONSE && k->got_chal) {
-		uint8_t want[WIRE_AUTH_MAC_SIZE];
-		peerauth_mac(k->a, (uint8_t)!me, k->nonce, k->peer_nonce, k->a->peer, k->a->self,
-		             want);
-		if (CRYPTO_memcmp(want, payload, sizeof(want)) != 0) {
+		if (!pa_check_mac(k, (uint8_t)!me, payload)) {
 			snprintf(why, sizeof(why),
 			         "its answer does not prove it is node '%s' holding this volume's "
 			         "auth key (a different key, or not the peer)",
@@ -288,6 +342,7 @@ static void pa_step(struct pa_conn *k, const struct wire_hdr *h, const uint8_t *
 		}
 		if (me == PA_ACCEPTOR)
 			pa_send_mac(k, me);
+		pa_key_proven(k);
 		pa_finish(k, 0, NULL);
 		return;
 	}
@@ -322,6 +377,10 @@ static void pa_error(void *ctx, struct tstream *s, const char *why)
 static int pa_start(struct pa_conn *k)
 {
 	peerauth_refresh_key(k->a);
+	/* While a rotation is not proven, the acceptor may or may not have its new file yet: a
+	 * connector tries the new key, and the old one once the new one was refused (the streams
+	 * of one link start together and so agree). */
+	k->key = k->c && k->a->has_prev && k->a->use_prev ? &k->a->prev : &k->a->key;
 	if (RAND_bytes(k->nonce, sizeof(k->nonce)) != 1) {
 		errno = EIO;
 		return -1;

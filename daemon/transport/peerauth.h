@@ -44,6 +44,13 @@ struct tauth {
 	 * longer loads keeps the old key, with a warning. */
 	const char *key_file;
 	struct file_stamp key_stamp;
+	/* The key before the last replacement, while has_prev: the peer may not have its new file
+	 * yet. An acceptor takes an answer under either key; a connector tries the new one and,
+	 * once the peer refused it, the old one (use_prev) until that worked. Forgotten once the
+	 * peer proved it holds the new key. */
+	struct key_bytes prev;
+	bool has_prev;
+	bool use_prev;
 	char self[WIRE_NAME_MAX + 1]; /* this node's name */
 	char peer[WIRE_NAME_MAX + 1]; /* the only node allowed at the other end */
 	char volume[WIRE_NAME_MAX + 1];

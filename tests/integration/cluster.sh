@@ -8,7 +8,9 @@
 #                        the heartbeats, CLUSTER_PING_INTERVAL / CLUSTER_PING_TIMEOUT (200ms /
 #                        1s) the replication link's; PAIR_EXTRA adds a line to the volume
 #                        section, CLUSTER_GLOBAL_EXTRA one to the global section,
-#                        CLUSTER_EXTRA one to the cluster section; a function
+#                        CLUSTER_EXTRA one to the cluster section; CLUSTER_KEY_SPLIT=1
+#                        gives alpha, beta and the witness a key file each (same key), so
+#                        a test can replace them one at a time; a function
 #                        cluster_group_extra NODE, if defined, prints more resources for the
 #                        svc group; redefine _cluster_group NODE to print another group section.
 #   role NAME            NAME's role (primary/secondary/down)
@@ -62,7 +64,7 @@ node beta {
     heartbeat-address 192.0.2.2:7790 192.0.2.130:7790
 }
 cluster {
-    auth-key-file $WORK/cluster.key
+    auth-key-file $(_cluster_key "$n")
     heartbeat-interval ${CLUSTER_HB_INTERVAL:-100ms}
     deadtime ${CLUSTER_DEADTIME:-500ms}
     on-quorum-loss $CLUSTER_ONQL
@@ -89,9 +91,22 @@ EOC
 	fi
 }
 
+# _cluster_key NODE: the cluster key file NODE's config names.
+_cluster_key() {
+	if [[ ${CLUSTER_KEY_SPLIT:-0} == 1 ]]; then
+		echo "$WORK/cluster-$1.key"
+	else
+		echo "$WORK/cluster.key"
+	fi
+}
+
 cluster_setup() {
+	local k
 	head -c 32 /dev/urandom | base64 >"$WORK/cluster.key"
 	chmod 600 "$WORK/cluster.key"
+	if [[ ${CLUSTER_KEY_SPLIT:-0} == 1 ]]; then
+		for k in alpha beta witness; do cp -p "$WORK/cluster.key" "$(_cluster_key $k)"; done
+	fi
 	ip netns add "$NS_witness"
 	defer "ip netns del $NS_witness 2>/dev/null || true"
 	pair_setup "${1:-sync}" "${2:-64M}"
@@ -110,7 +125,8 @@ cluster_setup() {
 		ip -n "${!ns}" link set "v$x-$PAIR_SID" up
 		ip -n "${!ns}" route add 192.0.2.250/32 via "192.0.2.$net"
 	done
-	ip netns exec "$NS_witness" "$HAKD" --witness --config "$WORK/alpha.conf" --foreground \
+	sed "s|$(_cluster_key alpha)|$(_cluster_key witness)|" "$WORK/alpha.conf" >"$WORK/witness.conf"
+	ip netns exec "$NS_witness" "$HAKD" --witness --config "$WORK/witness.conf" --foreground \
 		</dev/null >>"$WORK/witness.log" 2>&1 &
 	WITNESS_PID=$!
 	track_pid "$WITNESS_PID"

@@ -22,6 +22,7 @@
 #include "cluster/cluster.h"
 #include "conf/config.h"
 #include "cluster/heartbeat.h"
+#include "cluster/keyring.h"
 #include "lib/clock.h"
 
 static const char key_text[] = "correct horse battery staple 42";
@@ -396,6 +397,88 @@ START_TEST(loopback_alive_then_dead)
 }
 END_TEST
 
+/* Replace path's contents the way an operator should: a new file renamed over the old one. */
+static void write_key(const char *path, const char *text)
+{
+	char tmp[300];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/*
+ * The cluster key is replaced on node 1, then 1.5 s later on node 2 (two operators, or one
+ * going from host to host): neither node ever declares the other dead, the first one sends
+ * under both keys meanwhile (the second rejects the packets it cannot verify yet), and both
+ * end on the new key alone with the old one in its grace period.
+ */
+START_TEST(loopback_key_rotation)
+{
+	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
+	uint16_t ports[2][2] = {{free_port(), free_port()}, {free_port(), free_port()}};
+	struct hb_config cfg[2];
+	struct hb_snapshot s[2];
+	char dir[] = "/tmp/hak-hbkey-XXXXXX", path[2][300], err[256];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	memset(&W, 0, sizeof(W));
+	pair_cfg(cfg, ports);
+	for (int n = 0; n < 2; n++) {
+		snprintf(path[n], sizeof(path[n]), "%s/key%d", dir, n);
+		write_key(path[n], key_text);
+		cfg[n].key_file = path[n];
+		W.hb[n] = hb_start(&cfg[n], loop, on_notify, (void *)(intptr_t)n, err, sizeof(err));
+		ck_assert_msg(W.hb[n] != NULL, "%s", err);
+	}
+	run_until(loop, 0, 3.0);
+	ck_assert(both_alive());
+	hb_snapshot(W.hb[0], &s[0]);
+	ck_assert_str_eq(s[0].key_rotation, "none");
+
+	write_key(path[0], "the new cluster key, rotated today");
+	run_until(loop, 1, 1.5 + KEYRING_CHECK_MS / 1000.0);
+	ck_assert_msg(W.t_dead == 0, "node 1 declared node 2 dead while only it had the new key");
+	ck_assert(both_alive());
+	hb_snapshot(W.hb[0], &s[0]);
+	hb_snapshot(W.hb[1], &s[1]);
+	ck_assert_str_eq(s[0].key_rotation, "waiting");
+	ck_assert_str_eq(s[1].key_rotation, "none");
+	ck_assert_uint_eq(s[0].key_rotations, 1);
+	ck_assert_msg(s[1].paths[0].rx_bad > 0, "node 2 never saw a packet under the new key");
+	uint64_t bad_before = s[1].paths[0].rx_bad;
+
+	write_key(path[1], "the new cluster key, rotated today");
+	run_until(loop, 1, 1.5 + KEYRING_CHECK_MS / 1000.0);
+	ck_assert_msg(W.t_dead == 0, "a node was declared dead during the rotation");
+	ck_assert(both_alive());
+	for (int n = 0; n < 2; n++) {
+		hb_snapshot(W.hb[n], &s[n]);
+		ck_assert_msg(strcmp(s[n].key_rotation, "grace") == 0, "node %d: rotation %s",
+		              n + 1, s[n].key_rotation);
+	}
+	/* on the new key alone: nothing more node 2 cannot verify, and no replays from the
+	 * doubled packets */
+	uint64_t bad_mid = s[1].paths[0].rx_bad, rx_mid = s[1].paths[0].rx_ok;
+	ck_assert_uint_ge(bad_mid, bad_before);
+	run_until(loop, 1, 1.0);
+	hb_snapshot(W.hb[1], &s[1]);
+	ck_assert_uint_eq(s[1].paths[0].rx_bad, bad_mid);
+	ck_assert_uint_ge(s[1].paths[0].rx_ok, rx_mid + 5);
+	ck_assert_uint_eq(s[1].paths[0].rx_replay, 0);
+	for (int n = 0; n < 2; n++) {
+		hb_stop(W.hb[n]);
+		unlink(path[n]);
+	}
+	rmdir(dir);
+	ev_loop_destroy(loop);
+}
+END_TEST
+
 START_TEST(loopback_one_path_lost)
 {
 	struct ev_loop *loop = ev_loop_new(EVFLAG_AUTO);
@@ -468,6 +551,7 @@ static Suite *heartbeat_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, loopback_alive_then_dead);
 	tcase_add_test(tc, loopback_one_path_lost);
+	tcase_add_test(tc, loopback_key_rotation);
 	tcase_add_test(tc, bad_config);
 	suite_add_tcase(s, tc);
 	return s;

@@ -412,6 +412,100 @@ START_TEST(key_file_rotation)
 }
 END_TEST
 
+/* One acceptor exchange with an answer under key (as alpha); true if accepted. The acceptor's
+ * own answer must be under the same key. */
+static bool accept_under(const struct key_bytes *key)
+{
+	struct tlistener *l = listen_beta();
+	struct memwire w = {0};
+	struct tauth as = alpha_auth;
+	uint8_t na[WIRE_AUTH_NONCE], nc[WIRE_AUTH_NONCE], mac[WIRE_AUTH_MAC_SIZE];
+	int before = seen.n_accepted;
+	as.key = *key;
+	memset(nc, 0x3c, sizeof(nc));
+	accept_one(&w, na);
+	send_chal(&w, 0, nc);
+	peerauth_mac(&as, 0, na, nc, "alpha", "beta", mac);
+	memwire_inject(&w, WIRE_AUTH_RESPONSE, 0, mac, sizeof(mac));
+	bool ok = seen.n_accepted == before + 1;
+	if (ok) {
+		const struct mem_frame *f = last_sent(&w, WIRE_AUTH_RESPONSE);
+		peerauth_mac(&as, 1, nc, na, "beta", "alpha", mac);
+		ck_assert_mem_eq(f->payload, mac, sizeof(mac));
+		tstream_close(seen.accepted);
+	}
+	tlistener_close(l);
+	memwire_free(&w);
+	return ok;
+}
+
+/* The MAC a connector sends on its next attempt tells the key it chose; the acceptor (the
+ * test) then accepts it, or refuses with a wrong answer. */
+static bool connector_uses(struct tauth *a, const struct key_bytes *key, bool accept)
+{
+	struct tconnect *c = connect_alpha(a);
+	struct memwire w = {0};
+	struct tauth as = alpha_auth;
+	uint8_t nc[WIRE_AUTH_NONCE], na[WIRE_AUTH_NONCE], role, mac[WIRE_AUTH_MAC_SIZE];
+	char err[100];
+	as.key = *key;
+	memset(na, 0x11, sizeof(na));
+	ck_assert_int_eq(memconnect_finish(memtransport_connecting(), &w, 0), 0);
+	const struct mem_frame *f = last_sent(&w, WIRE_AUTH_CHALLENGE);
+	ck_assert_int_eq(peerauth_chal_decode(f->payload, f->hdr.len, &role, nc, err, sizeof(err)),
+	                 0);
+	send_chal(&w, 1, na);
+	f = last_sent(&w, WIRE_AUTH_RESPONSE);
+	peerauth_mac(&as, 0, na, nc, "alpha", "beta", mac);
+	bool same = memcmp(f->payload, mac, sizeof(mac)) == 0;
+	if (!accept)
+		memset(mac, 0, sizeof(mac));
+	else
+		peerauth_mac(&as, 1, nc, na, "beta", "alpha", mac);
+	memwire_inject(&w, WIRE_AUTH_RESPONSE, 0, mac, sizeof(mac));
+	ck_assert_int_eq(seen.done_err, accept ? 0 : EACCES);
+	if (accept)
+		tstream_close(seen.done_s);
+	(void)c;
+	memwire_free(&w);
+	return same;
+}
+
+/*
+ * A rotation of the replication key: a node whose file was replaced accepts the peer's answer
+ * under the old key or the new one until the peer proves it has the new one, and as a connector
+ * tries the new key and the old one in turn; once proven, the old key is refused.
+ */
+START_TEST(rotation_accepts_both_until_proven)
+{
+	struct key_bytes old = alpha_auth.key, fresh;
+	key_of(&fresh, "the replacement secret for the pair");
+	beta_auth.prev = old;
+	beta_auth.key = fresh;
+	beta_auth.has_prev = true;
+	ck_assert(accept_under(&old));
+	ck_assert(beta_auth.has_prev);
+	ck_assert(accept_under(&fresh));
+	ck_assert(!beta_auth.has_prev);
+	ck_assert(!accept_under(&old));
+	ck_assert_uint_eq(beta_auth.refused, 1);
+
+	struct tauth a = alpha_auth;
+	a.prev = old;
+	a.key = fresh;
+	a.has_prev = true;
+	/* the new key first; refused, the old one; the next link tries the new key again */
+	ck_assert(connector_uses(&a, &fresh, false));
+	ck_assert(connector_uses(&a, &old, true));
+	ck_assert(connector_uses(&a, &fresh, false));
+	ck_assert(connector_uses(&a, &old, true));
+	ck_assert(a.has_prev);
+	/* the peer has the new key now: its success ends the rotation */
+	ck_assert(connector_uses(&a, &fresh, true));
+	ck_assert(!a.has_prev);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("peerauth");
@@ -426,6 +520,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, connector_cancel);
 	tcase_add_test(tc, mac_binds_everything);
 	tcase_add_test(tc, key_file_rotation);
+	tcase_add_test(tc, rotation_accepts_both_until_proven);
 	suite_add_tcase(s, tc);
 	return s;
 }
