@@ -55,7 +55,8 @@ TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
 
 BINS := $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach
 
-.PHONY: all bins check lint unit integration demo install fuzz fuzz-replay bench deps format clean
+.PHONY: all bins check check-kernel lint unit integration demo install fuzz fuzz-replay bench deps \
+	format clean
 
 all: bins
 
@@ -129,6 +130,13 @@ unit: deps
 integration: deps
 	$(MAKE) BUILD=build/asan SAN=1 bins
 	HAK_BUILD=build/asan tests/run.sh integration
+
+# make check-kernel: only the tests that need a stock Debian kernel (booted in QEMU: the nbd, tls
+# and rdma_rxe modules this machine's kernel may lack), tests/guest/k_*.sh. make check runs them
+# too, as t_kernel.
+check-kernel: deps
+	$(MAKE) BUILD=build/asan SAN=1 bins
+	HAK_BUILD=build/asan tests/run.sh t_kernel
 
 deps:
 	@scripts/deps.sh

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,12 @@ struct res_rt {
 	char last[PROC_OUTPUT_MAX + 128]; /* the last failure, for status */
 	struct ipaddr vip;                /* vip: parsed at creation (the config checked it) */
 	struct vip_garp garp;             /* vip: the announcement schedule */
-	/* attach: its own volume's URI (a socket path and a name fit with room to spare) */
+	/* attach: its own volume's URI, socket and export name (for nbdfuse and hak-attach), and
+	 * the identifier hak-attach gives the kernel device ("hak:GROUP/RESOURCE") */
 	char nbd_uri[256];
+	char nbd_socket[PATH_MAX];
+	char nbd_export[128];
+	char nbd_ident[160];
 };
 
 struct group {
@@ -52,6 +57,7 @@ struct group {
 	double restart_at[GROUP_RESTARTS_MAX];
 	unsigned n_restart_at;
 	char reason[PROC_OUTPUT_MAX + 256];
+	char attach_bin[PATH_MAX]; /* hak-attach: next to hakd, else found through PATH */
 };
 
 static const char *const state_names[] = {"stopped",    "starting", "started", "stopping",
@@ -184,8 +190,11 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
 {
 	/* Arguments go in as positional parameters, never pasted into the script text. fsck's
 	 * status 8 ("in use") is retried: right after an unmount or an attach, udev's probe may
-	 * hold the device for a moment. */
+	 * hold the device for a moment. The device already mounted there (a start after hakd
+	 * restarted under a running group) is a success, not an fsck of a mounted file system. */
 	static const char start_sh[] =
+	    "if mountpoint -q \"$4\" && [ \"$(findmnt -n -o SOURCE --mountpoint \"$4\")\" = "
+	    "\"$(readlink -f \"$1\")\" ]; then exit 0; fi; "
 	    "if [ \"$5\" = yes ]; then for i in 1 2 3 4 5; do fsck -p \"$1\"; r=$?; "
 	    "[ $r -eq 8 ] || break; sleep 0.5; done; "
 	    "if [ $r -gt 1 ]; then echo \"fsck of $1 exited with status $r\"; exit $r; fi; fi; "
@@ -222,20 +231,42 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
 }
 
 /*
- * The volume as a block device without the kernel NBD module: nbdfuse exposes it as a file, a
- * loop device makes that a block device, and a symlink gives it a fixed name for the mount
- * resource. nbdfuse is started in its own session so it outlives the script; both steps are
- * idempotent, so a start after a partial start or a restart of hakd picks up what exists; after
- * nbdfuse died (the monitor's restart), the dead FUSE mount and the loop devices left on its
- * file are cleared before a new nbdfuse starts. The
- * loop device lets go of the FUSE file a moment after losetup -d returns, so the FUSE unmount
- * is retried for up to 5 s before the stop counts as failed. Loop devices are found through
- * /sys/block/loopN/loop/backing_file, not losetup -j: that one asks every loop device's backing
- * file for its attributes, and one left on a dead FUSE file would hang it.
+ * The volume as a block device, at a fixed name (the symlink $2) for the mount resource.
+ *
+ * Where the kernel has its NBD driver (loaded, or loadable with modprobe), hak-attach binds a
+ * /dev/nbdN to the volume's socket through the netlink API, tagged with an identifier of the
+ * group and resource. The kernel keeps the device across a restart of hakd (its requests wait
+ * up to hak-attach's dead-connection timeout), so a start that finds the link on a device with
+ * that identifier gives it new sockets (--reconfigure; a no-op while the old ones live) instead
+ * of binding another one under the mounted file system. Its logical block size is 512 bytes,
+ * as a loop device's: a small ext4 made through nbdfuse and a loop device (1 KiB blocks) must
+ * still mount when the same volume is attached this way.
+ *
+ * Elsewhere nbdfuse exposes the volume as a file, a loop device makes that a block device.
+ * nbdfuse is started in its own session so it outlives the script; both steps are idempotent,
+ * so a start after a partial start or a restart of hakd picks up what exists; after nbdfuse died
+ * (the monitor's restart), the dead FUSE mount and the loop devices left on its file are cleared
+ * before a new nbdfuse starts. The loop device lets go of the FUSE file a moment after losetup -d
+ * returns, so the FUSE unmount is retried for up to 5 s before the stop counts as failed. Loop
+ * devices are found through /sys/block/loopN/loop/backing_file, not losetup -j: that one asks
+ * every loop device's backing file for its attributes, and one left on a dead FUSE file would
+ * hang it.
+ *
+ * Arguments: $1 FUSE directory, $2 link, $3 URI, $4 socket, $5 export, $6 hak-attach, $7 the
+ * device's identifier. Stop and monitor follow the link: a /dev/nbdN is the kernel's.
  */
 static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc, char **env)
 {
 	static const char start_sh[] =
+	    "if [ -e /sys/module/nbd ] || modprobe nbd 2>/dev/null; then "
+	    "dev=$(readlink \"$2\" 2>/dev/null); n=${dev#/dev/}; "
+	    "case $n in nbd*) if [ -e \"/sys/block/$n/pid\" ] && "
+	    "[ \"$(cat \"/sys/block/$n/backend\" 2>/dev/null)\" = \"$7\" ]; then "
+	    "exec \"$6\" --reconfigure \"$dev\" --socket \"$4\" --export \"$5\" >/dev/null; fi;; "
+	    "esac; "
+	    "dev=$(\"$6\" --socket \"$4\" --export \"$5\" --identifier \"$7\" --block-size 512) || "
+	    "exit 1; "
+	    "exec ln -sfn \"$dev\" \"$2\"; fi; "
 	    "stat \"$1\" >/dev/null 2>&1 || fusermount3 -u -z \"$1\" 2>/dev/null; "
 	    "mkdir -p \"$1\" || exit 1; "
 	    "if ! mountpoint -q \"$1\"; then rm -f \"$1.pid\"; "
@@ -252,17 +283,25 @@ static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc
 	    "[ -n \"$dev\" ] || dev=$(losetup -f --show \"$1/disk\") || exit 1; "
 	    "ln -sfn \"$dev\" \"$2\"";
 	static const char stop_sh[] =
+	    "dev=$(readlink \"$2\" 2>/dev/null); n=${dev#/dev/}; "
+	    "case $n in nbd*) if [ \"$(cat \"/sys/block/$n/backend\" 2>/dev/null)\" = \"$7\" ]; "
+	    "then \"$6\" --detach \"$dev\" || exit 1; fi; exec rm -f \"$2\";; esac; "
 	    "for f in /sys/block/loop*/loop/backing_file; do "
 	    "[ \"$(cat \"$f\" 2>/dev/null)\" = \"$1/disk\" ] || continue; d=${f#/sys/block/}; "
 	    "losetup -d \"/dev/${d%%/*}\" || exit 1; done; rm -f \"$2\"; "
 	    "i=0; while mountpoint -q \"$1\"; do fusermount3 -u \"$1\" 2>/dev/null && break; "
 	    "i=$((i+1)); if [ $i -gt 50 ]; then fusermount3 -u \"$1\"; exit 1; fi; sleep 0.1; done";
 	static const char monitor_sh[] =
-	    "mountpoint -q \"$1\" && dev=$(readlink -f \"$2\") && [ -b \"$dev\" ] && "
-	    "[ \"$(cat /sys/block/${dev#/dev/}/loop/backing_file 2>/dev/null)\" = \"$1/disk\" ]";
+	    "dev=$(readlink -f \"$2\") && [ -b \"$dev\" ] || exit 1; n=${dev#/dev/}; "
+	    "case $n in nbd*) [ -e \"/sys/block/$n/pid\" ] && "
+	    "[ \"$(cat \"/sys/block/$n/backend\" 2>/dev/null)\" = \"$7\" ]; exit $?;; esac; "
+	    "mountpoint -q \"$1\" && "
+	    "[ \"$(cat /sys/block/$n/loop/backing_file 2>/dev/null)\" = \"$1/disk\" ]";
 	char sh[] = "/bin/sh", c[] = "-c", arg0[] = "hak-attach";
-	char *uri = g->res[g->op_idx].nbd_uri; /* its own volume, of the group's several */
-	char *argv[] = {sh, c, NULL, arg0, rc->directory, rc->link, uri, NULL};
+	struct res_rt *r = &g->res[g->op_idx]; /* its own volume, of the group's several */
+	char *argv[] = {sh,           c,          NULL,          arg0,          rc->directory,
+	                rc->link,     r->nbd_uri, r->nbd_socket, r->nbd_export, g->attach_bin,
+	                r->nbd_ident, NULL};
 
 	argv[2] = (char *)(g->op_kind == OP_START  ? start_sh
 	                   : g->op_kind == OP_STOP ? stop_sh
@@ -528,6 +567,28 @@ static void group_attach_uri(const struct hak_group_cfg *cfg, const char *const 
 			sock = nbd_sockets[k];
 	snprintf(r->nbd_uri, sizeof(r->nbd_uri), "nbd+unix:///%s?socket=%s", name ? name : "",
 	         sock ? sock : "");
+	snprintf(r->nbd_socket, sizeof(r->nbd_socket), "%s", sock ? sock : "");
+	snprintf(r->nbd_export, sizeof(r->nbd_export), "%s", name ? name : "");
+	snprintf(r->nbd_ident, sizeof(r->nbd_ident), "hak:%.60s/%.60s", cfg->name, r->cfg->name);
+}
+
+/* hak-attach from the same installation as this hakd (a build tree runs its own), else PATH's. */
+static void group_find_attach(struct group *g)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	snprintf(g->attach_bin, sizeof(g->attach_bin), "hak-attach");
+	if (n <= 0)
+		return;
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash || (size_t)(slash - self) + sizeof("/hak-attach") > sizeof(g->attach_bin))
+		return;
+	memcpy(slash, "/hak-attach", sizeof("/hak-attach"));
+	if (access(self, X_OK) == 0)
+		memcpy(g->attach_bin, self, strlen(self) + 1);
 }
 
 int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg,
@@ -543,6 +604,7 @@ int group_create(struct ev_loop *loop, const struct hak_group_cfg *cfg,
 	g->changed = changed;
 	g->ctx = ctx;
 	g->n = cfg->n_res;
+	group_find_attach(g);
 	for (unsigned i = 0; i < g->n; i++) {
 		g->res[i].cfg = cfg->res[i];
 		if (cfg->res[i]->type == RES_ATTACH)
