@@ -215,6 +215,10 @@ static int args_parse(int argc, char **argv, struct args *a)
 		                "--export.\n");
 		return -1;
 	}
+	if (a->witness && a->metrics) {
+		fprintf(stderr, "hakd: --witness serves no metrics; give --metrics to the nodes.\n");
+		return -1;
+	}
 	if (a->witness && a->export_path) {
 		fprintf(stderr, "hakd: --witness runs from a --config file, not with --export.\n");
 		return -1;
