@@ -13,6 +13,8 @@
 . "$(dirname "$0")/cluster.sh"
 require_hakd
 require_cmd curl jq promtool
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/ledger.sh"
 
 PORT=9810
 CLUSTER_GLOBAL_EXTRA="metrics-listen 127.0.0.1:$PORT" PAIR_BLANK=1 cluster_setup sync 64M
@@ -82,8 +84,39 @@ for n in alpha beta; do
 done
 log "path 1 down then up again, seen by both nodes"
 
-# ---- failover ----
+# ---- the fence: the replication link cut under writes ----
 hk beta unstandby >/dev/null
+wait_synced 30
+scrape alpha "$M.alpha.f0"
+assert_eq "$(m "$M.alpha.f0" 'hak_fences_total{volume="db",peer="beta"}')" 0 "fences before"
+assert_eq "$(m "$M.alpha.f0" 'hak_fence_frozen_seconds_total{volume="db",peer="beta"}')" 0 \
+	"frozen time before"
+L=$WORK/f.ledger
+ledger_storm alpha "$L" 1 30
+wait_for "(( \$(ledger_records $L) > 100 ))" 10 || fail "the storm got no writes acknowledged"
+path_down 1
+wait_for "[[ \$(fence alpha fences) == 1 && \$(fence alpha frozen) == false ]]" 15 ||
+	fail "alpha did not freeze and resume: $(hk alpha status --json | jq -c .volumes[0].replication.fencing)"
+n=$(ledger_records "$L")
+wait_for "(( \$(ledger_records $L) > $n + 50 ))" 10 || fail "writes did not go on after the fence"
+scrape alpha "$M.alpha.f1"
+assert_eq "$(m "$M.alpha.f1" 'hak_fences_total{volume="db",peer="beta"}')" 1 "fences"
+assert_eq "$(m "$M.alpha.f1" 'hak_fence_frozen{volume="db",peer="beta"}')" 0 "frozen after"
+assert_eq "$(m "$M.alpha.f1" 'hak_fence_frozen_writes{volume="db",peer="beta"}')" 0 \
+	"frozen writes after"
+total_ms=$(fence alpha total_ms)
+assert_eq "$(m "$M.alpha.f1" 'hak_fence_frozen_seconds_total{volume="db",peer="beta"}')" \
+	"$(awk -v t="$total_ms" 'BEGIN { printf "%.15g", t / 1000 }')" "frozen seconds, metric and status"
+assert_eq "$(m "$M.alpha.f1" 'hak_heartbeat_path_up{path="0"}')" 0 "path 0 with the link cut"
+scrape beta "$M.beta.f1"
+assert_eq "$(m "$M.beta.f1" 'hak_volume_disk_state{volume="db",peer="alpha",state="Outdated"}')" 1 \
+	"beta's disk state after the fence"
+ledger_stop "$L"
+path_up 1
+wait_synced 40
+log "the link cut under writes: one fence, $total_ms ms frozen, beta Outdated, then resynced"
+
+# ---- failover ----
 wait_for "[[ \$(cl beta standby) == false && \$(cl beta pending) == none ]]" 5 ||
 	fail "beta did not leave standby: $(hk beta status)"
 node_kill9 alpha
