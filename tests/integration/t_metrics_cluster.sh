@@ -3,8 +3,11 @@
 # The metrics endpoint's cluster part on a real cluster (cluster.sh: two heartbeat paths, a
 # witness), scraped with curl and checked by promtool: both paths up and counting heartbeats both
 # ways; path 2 taken down shows as path 1 down on both nodes after the deadtime while path 0 and
-# the peer stay up, and comes back; the promotions counter follows the status: 1 on alpha, which
-# took over by itself, 0 on beta until alpha is killed, then 1 on beta with the peer down.
+# the peer stay up, and comes back; the replication link cut under writes freezes them (fencing
+# resource-only) until beta is Outdated: one fence counted, its frozen seconds as in the status,
+# nothing frozen after, beta's disk state Outdated; the promotions counter follows the status: 1
+# on alpha, which took over by itself, 0 on beta until alpha is killed, then 1 on beta with the
+# peer down.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
