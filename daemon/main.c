@@ -216,7 +216,8 @@ static int args_parse(int argc, char **argv, struct args *a)
 		return -1;
 	}
 	if (a->witness && a->metrics) {
-		fprintf(stderr, "hakd: --witness serves no metrics; give --metrics to the nodes.\n");
+		fprintf(stderr,
+		        "hakd: --witness serves no metrics; give --metrics to the nodes.\n");
 		return -1;
 	}
 	if (a->witness && a->export_path) {

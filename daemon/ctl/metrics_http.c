@@ -237,6 +237,7 @@ struct mhttp_server {
 	struct ev_loop *loop;
 	int lfd;
 	ev_io lio;
+	ev_timer accept_pause; /* the listener rests while the process is out of descriptors */
 	mhttp_body_fn body;
 	void *ctx;
 	struct mhttp_client cl[MHTTP_MAX_CLIENTS];
@@ -339,6 +340,13 @@ static void client_timeout_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	client_close(c);
 }
 
+static void accept_resume_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct mhttp_server *ms = w->data;
+	(void)revents;
+	ev_io_start(loop, &ms->lio);
+}
+
 static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct mhttp_server *ms = w->data;
@@ -346,6 +354,15 @@ static void accept_cb(struct ev_loop *loop, ev_io *w, int revents)
 	/* bounded: a flood of connections cannot keep the loop here */
 	for (unsigned k = 0; k < MHTTP_MAX_CLIENTS; k++) {
 		int fd = accept4(ms->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 &&
+		    (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+			/* the pending connection stays readable: without a pause the loop would
+			 * spin */
+			log_warn("The metrics endpoint stops accepting for a second: %s.",
+			         strerror(errno));
+			ev_io_stop(loop, &ms->lio);
+			ev_timer_start(loop, &ms->accept_pause);
+		}
 		if (fd < 0)
 			return;
 		struct mhttp_client *c = NULL;
@@ -399,6 +416,8 @@ int mhttp_server_start(struct ev_loop *loop, const char *addr, mhttp_body_fn bod
 	}
 	ev_io_init(&ms->lio, accept_cb, ms->lfd, EV_READ);
 	ms->lio.data = ms;
+	ev_timer_init(&ms->accept_pause, accept_resume_cb, 1.0, 0.0);
+	ms->accept_pause.data = ms;
 	ev_io_start(loop, &ms->lio);
 	*out = ms;
 	ms = NULL;
@@ -420,6 +439,7 @@ void mhttp_server_stop(struct mhttp_server *ms)
 		if (ms->cl[i].fd >= 0)
 			client_close(&ms->cl[i]);
 	ev_io_stop(ms->loop, &ms->lio);
+	ev_timer_stop(ms->loop, &ms->accept_pause);
 	close(ms->lfd);
 	free(ms);
 }

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -275,6 +277,30 @@ START_TEST(server_slow_and_full)
 }
 END_TEST
 
+/* Out of descriptors, the listener rests a second instead of spinning, then serves again. */
+START_TEST(server_out_of_fds)
+{
+	char buf[1024];
+	struct rlimit old, low;
+	server_up();
+	int fd = client();
+	int probe = open("/dev/null", O_RDONLY);
+	ck_assert_int_ge(probe, 0);
+	close(probe);
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)probe; /* the lowest free descriptor is no longer allowed */
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	ck_assert_uint_eq(collect(fd, buf, sizeof(buf), 0.3), 0);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	ck_assert_int_eq(write(fd, "GET /metrics HTTP/1.0\r\n\r\n", 25), 25);
+	collect(fd, buf, sizeof(buf), 3);
+	ck_assert_ptr_nonnull(strstr(buf, "HTTP/1.1 200 OK\r\n"));
+	close(fd);
+	server_down();
+}
+END_TEST
+
 START_TEST(server_bad_address)
 {
 	char err[256];
@@ -299,6 +325,7 @@ int main(void)
 	tcase_add_test(t, responses);
 	tcase_add_test(t, server_scrape);
 	tcase_add_test(t, server_slow_and_full);
+	tcase_add_test(t, server_out_of_fds);
 	tcase_add_test(t, server_bad_address);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
