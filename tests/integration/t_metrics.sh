@@ -14,7 +14,9 @@
 #      > 0 (the link throttled), then out-of-sync 0, one resync more, resynced bytes counted;
 #   4. the HTTP edges: 404 for another path, 405 for POST, 400 for garbage and for a body, a
 #      slow client that never finishes its request dropped after the 5 s timeout while scrapes
-#      go on, 17 such clients: the 17th told 503, the endpoint back once they time out.
+#      go on, 17 such clients: the 17th told 503, the endpoint back once they time out;
+#   5. hakd --export with --metrics: a standalone volume's role and bytes, no replication metric;
+#      without --metrics no listener at all (off by default).
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
@@ -198,7 +200,7 @@ assert_eq "$(raw 'GET /metrics HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n')" "HTTP/1
 slow() {
 	local k
 	for ((k = 0; k < $1; k++)); do
-		ina timeout 20 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT; printf 'GET /met' >&3; t0=\$(date +%s%N); cat <&3 >$WORK/slow.$k.out; echo \$(( (\$(date +%s%N) - t0) / 1000000 )) >$WORK/slow.$k" &
+		ip netns exec "$NS_alpha" timeout 20 bash -c "exec 3<>/dev/tcp/127.0.0.1/$PORT; printf 'GET /met' >&3; t0=\$(date +%s%N); cat <&3 >$WORK/slow.$k.out; echo \$(( (\$(date +%s%N) - t0) / 1000000 )) >$WORK/slow.$k" &
 		track_pid $!
 	done
 }
@@ -227,4 +229,41 @@ assert_eq "$(hk alpha status --json | jq -r '.volumes[0].replication.link')" Con
 	"the pair after all that"
 node_stop alpha
 node_stop beta
+
+# ---- 5. hakd --export, with and without --metrics (in alpha's namespace, both nodes down) ----
+assert_eq "$(ina ss -Hltn | wc -l)" 0 "listeners with both nodes down"
+truncate -s 16M "$WORK/x.img"
+head -c 1048576 /dev/urandom >"$WORK/x.data"
+# export_start [ARGS...]: hakd --export WORK/x.img in alpha's namespace, pid in XPID (ip netns
+# exec execs it: a function in the background would leave a subshell's pid instead)
+export_start() {
+	ip netns exec "$NS_alpha" "$HAKD" --export "$WORK/x.img" --socket "$WORK/x.sock" --control "$WORK/x.ctl" \
+		--foreground "$@" </dev/null >>"$WORK/x.log" 2>&1 &
+	XPID=$!
+	track_pid "$XPID"
+	HAKD_LOGS[x]=$WORK/x.log
+	wait_for "[[ -S $WORK/x.sock ]]" 10 || fail "hakd --export did not start: $(tail -n 5 "$WORK/x.log")"
+}
+export_stop() {
+	local rc=0
+	kill -TERM "$XPID"
+	wait "$XPID" || rc=$?
+	assert_eq "$rc" 0 "hakd --export's exit status after SIGTERM"
+	rm -f "$WORK/x.sock"
+}
+export_start --metrics 127.0.0.1:$PORT
+nbdcopy "$WORK/x.data" "nbd+unix:///x.img?socket=$WORK/x.sock" || fail "nbdcopy into the export failed"
+scrape alpha "$M.x"
+assert_eq "$(m "$M.x" 'hak_volume_role{volume="x.img",role="standalone"}')" 1 "the export's role"
+assert_eq "$(m "$M.x" 'hak_volume_written_bytes_total{volume="x.img"}')" 1048576 "bytes nbdcopy wrote"
+assert_eq "$(m "$M.x" 'hak_volume_request_duration_seconds_count{volume="x.img",op="write"}')" \
+	"$(m "$M.x" 'hak_volume_requests_total{volume="x.img",op="write"}')" "writes timed and counted"
+grep -q '^hak_replication_\|^hak_volume_disk_state\|^hak_heartbeat' "$M.x" &&
+	fail "a standalone export has replication or cluster metrics: $(grep -m 3 '^hak_replication_\|^hak_heartbeat' "$M.x")"
+export_stop
+assert_eq "$(ina ss -Hltn | wc -l)" 0 "listeners after the export stopped"
+export_start
+assert_eq "$(ina ss -Hltn | wc -l)" 0 "listeners of an export without --metrics"
+export_stop
+log "hakd --export: metrics with --metrics, no listener without"
 log "PASS"
