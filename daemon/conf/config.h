@@ -224,16 +224,15 @@ struct hak_config {
 	char *control_socket; /* global "control-socket" */
 	/* global "control-group": its members may run hakctl's read-only commands (default hak) */
 	char *control_group;
-	int control_group_set;    /* 1: "control-group" is written in the file (for messages) */
-	enum log_level log_level; /* global "log-level" (default info) */
-	enum io_kind io_engine;   /* global "io-engine" auto|uring|pool (default auto) */
-	unsigned io_depth;        /* global "io-depth" 8..4096 (default 256) */
-	unsigned max_clients;     /* global "max-clients" per volume 1..1024 (default 64) */
-	char *node_name;          /* global "node": which node this is; NULL = by hostname */
-	char *state_dir;          /* global "state-dir" (default /var/lib/hak) */
-	int allow_drills;         /* global "allow-drills": hakctl drill may kill (default no) */
-	int sched_batch;          /* global "sched-policy" batch (1, default) or normal (0) */
-	char *metrics_listen;     /* global "metrics-listen" HOST:PORT; NULL: no metrics endpoint */
+	int control_group_set;      /* 1: "control-group" is written in the file (for messages) */
+	enum log_level log_level;   /* global "log-level" (default info) */
+	enum io_kind io_engine;     /* global "io-engine" auto|uring|pool (default auto) */
+	unsigned io_depth;          /* global "io-depth" 8..4096 (default 256) */
+	unsigned max_clients;       /* global "max-clients" per volume 1..1024 (default 64) */
+	char *node_name;            /* global "node": which node this is; NULL = by hostname */
+	char *state_dir;            /* global "state-dir" (default /var/lib/hak) */
+	int allow_drills;           /* global "allow-drills": hakctl drill may kill (default no) */
+	int sched_batch;            /* global "sched-policy" batch (1, default) or normal (0) */
 	struct hak_node_cfg *nodes; /* none (standalone volumes) or exactly two */
 	size_t n_nodes;
 	struct hak_volume_cfg *volumes;
@@ -241,6 +240,8 @@ struct hak_config {
 	size_t volumes_alloc;           /* entries allocated in volumes; config.c's bookkeeping */
 	struct hak_group_list groups;   /* "group" sections, in file order */
 	struct hak_cluster_cfg cluster; /* the "cluster" section */
+	/* global "metrics-listen" HOST:PORT: the Prometheus endpoint; NULL: none (the default) */
+	char *metrics_listen;
 };
 
 /*
