@@ -24,6 +24,7 @@
 #include "ctl/control.h"
 #include "cluster/groupctl.h"
 #include "ctl/events.h"
+#include "ctl/metrics.h"
 #include "ctl/statjson.h"
 #include "lib/testhook.h"
 #include "io/io.h"
@@ -64,6 +65,7 @@ struct hakd {
 	struct control *ctl;
 	struct groupctl *groups;
 	struct clusterd *cluster;
+	struct metrics *metrics;
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer shutdown_poll;
 	ev_timer buf_aging;
@@ -83,6 +85,7 @@ struct args {
 	const char *log_level;
 	const char *pidfile;
 	const char *node;
+	const char *metrics;
 	int foreground;
 	int witness;
 	int direct;
@@ -110,6 +113,7 @@ static void usage(FILE *f)
 	    "  --pidfile FILE       write the pid to FILE\n"
 	    "  --node NAME          which node of the configuration this is (default: by "
 	    "hostname)\n"
+	    "  --metrics ADDR:PORT  serve Prometheus metrics on ADDR:PORT (metrics-listen)\n"
 	    "  --witness            run only the witness of the config's cluster section\n"
 	    "  --foreground         log to stderr instead of syslog\n"
 	    "  --help, --version\n",
@@ -129,6 +133,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {"log-level", required_argument, NULL, 'l'},
 	    {"pidfile", required_argument, NULL, 'p'},
 	    {"node", required_argument, NULL, 'N'},
+	    {"metrics", required_argument, NULL, 'M'},
 	    {"foreground", no_argument, NULL, 'f'},
 	    {"witness", no_argument, NULL, 'W'},
 	    {"direct", no_argument, NULL, 'D'},
@@ -138,7 +143,7 @@ static int args_parse(int argc, char **argv, struct args *a)
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
-	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:fWDrhV", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "c:e:s:t:n:C:I:l:p:N:M:fWDrhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
 			a->config = optarg;
@@ -169,6 +174,9 @@ static int args_parse(int argc, char **argv, struct args *a)
 			break;
 		case 'N':
 			a->node = optarg;
+			break;
+		case 'M':
+			a->metrics = optarg;
 			break;
 		case 'f':
 			a->foreground = 1;
@@ -205,6 +213,11 @@ static int args_parse(int argc, char **argv, struct args *a)
 	if (!a->export_path && (a->socket || a->tcp || a->name || a->direct || a->read_only)) {
 		fprintf(stderr, "hakd: --socket, --tcp, --name, --direct and --read-only go with "
 		                "--export.\n");
+		return -1;
+	}
+	if (a->witness && a->metrics) {
+		fprintf(stderr,
+		        "hakd: --witness serves no metrics; give --metrics to the nodes.\n");
 		return -1;
 	}
 	if (a->witness && a->export_path) {
@@ -256,6 +269,10 @@ static struct hak_config *config_from_args(const struct args *a)
 	if (a->control) {
 		free(cfg->control_socket);
 		cfg->control_socket = strdup(a->control);
+	}
+	if (a->metrics) {
+		free(cfg->metrics_listen);
+		cfg->metrics_listen = strdup(a->metrics);
 	}
 	if (a->io_engine && io_kind_parse(a->io_engine, &cfg->io_engine) < 0) {
 		fprintf(stderr, "hakd: unknown --io-engine '%s'; use auto, uring or pool.\n",
@@ -349,6 +366,13 @@ static json_t *cmd_status(void *ctx, json_t *req, char *err, size_t errlen)
 	else
 		json_decref(cl);
 	return o;
+}
+
+/* The metrics endpoint's view: the status object itself, so the two never disagree. */
+static json_t *metrics_status(void *ctx)
+{
+	char err[128];
+	return cmd_status(ctx, NULL, err, sizeof(err));
 }
 
 static json_t *cmd_version(void *ctx, json_t *req, char *err, size_t errlen)
@@ -690,11 +714,21 @@ static int hakd_start(struct hakd *d)
 	if (control_register(d->ctl, "detach", CONTROL_ADMIN, cmd_disk, d) < 0 ||
 	    control_register(d->ctl, "attach", CONTROL_ADMIN, cmd_disk, d) < 0)
 		return -1;
+	if (cfg->metrics_listen) {
+		char err[256];
+		if (metrics_start(d->loop, cfg->metrics_listen, metrics_status, d, &d->metrics, err,
+		                  sizeof(err)) < 0) {
+			log_err("%s", err);
+			return -1;
+		}
+	}
 	return cluster_start(d);
 }
 
 static void hakd_stop(struct hakd *d)
 {
+	metrics_stop(d->metrics);
+	d->metrics = NULL;
 	clusterd_stop(d->cluster);
 	d->cluster = NULL;
 	groupctl_destroy(d->groups);

@@ -23,6 +23,10 @@ PACKAGES=(
 	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
 	# may lack (nbd, tls, rdma_rxe): t_kernel
 	qemu-system-x86 linux-image-amd64 busybox-static
+	# t_metrics checks the metrics endpoint's output with promtool, which Debian ships only in
+	# the prometheus server's package (about 100 MB; on a systemd host it enables
+	# prometheus.service, which listens on :9090)
+	curl prometheus
 )
 
 missing=()

@@ -56,7 +56,8 @@ struct clusterd {
 	struct cluster_out last;
 	char last_fail[CLUSTER_REASON_MAX]; /* the last failed action, logged once */
 	uint64_t decisions, changes;
-	double started; /* ev_now at start */
+	uint64_t promotions; /* promote_all calls that made this node primary (the metrics) */
+	double started;      /* ev_now at start */
 };
 
 void clusterd_kick(struct clusterd *cd)
@@ -400,7 +401,7 @@ static void fence_step(struct clusterd *cd, const struct hb_snapshot *s,
  */
 static int promote_all(struct clusterd *cd, bool force, char *err, size_t errlen)
 {
-	bool done[CONFIG_MAX_CLUSTER_VOLUMES] = {false};
+	bool done[CONFIG_MAX_CLUSTER_VOLUMES] = {false}, promoted = false;
 	char why[256];
 	size_t i;
 	int rc = 0;
@@ -422,6 +423,7 @@ static int promote_all(struct clusterd *cd, bool force, char *err, size_t errlen
 		struct repl *r = cd->p.repls[i];
 		if (repl_role(r) == ROLE_PRIMARY)
 			continue;
+		promoted = true;
 		/* A dead peer's TCP connection lingers until the ping timeout (no RST comes from
 		 * a powered-off machine); the heartbeats, the replication path's included, already
 		 * say it is gone. */
@@ -431,8 +433,10 @@ static int promote_all(struct clusterd *cd, bool force, char *err, size_t errlen
 		rc = repl_promote(r, force, err, errlen);
 		done[i] = rc == 0;
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		cd->promotions += promoted;
 		return 0;
+	}
 	for (size_t k = 0; k < cd->p.n; k++)
 		if (done[k] && repl_demote(cd->p.repls[k], false, why, sizeof(why)) < 0)
 			log_err(
@@ -710,13 +714,19 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	wit_client_state(cd->wit, &w);
 	paths = json_array();
 	for (unsigned i = 0; paths && i < s.n_paths; i++)
-		json_array_append_new(paths, json_pack("{s:i, s:b, s:I}", "path", (int)i, "alive",
-		                                       s.paths[i].alive, "last_heard_ms",
-		                                       (json_int_t)s.paths[i].last_heard_ms));
+		json_array_append_new(
+		    paths, json_pack("{s:i, s:b, s:I, s:I, s:I, s:I, s:I}", "path", (int)i, "alive",
+		                     s.paths[i].alive, "last_heard_ms",
+		                     (json_int_t)s.paths[i].last_heard_ms, "rx_ok",
+		                     (json_int_t)s.paths[i].rx_ok, "rx_rejected",
+		                     (json_int_t)(s.paths[i].rx_bad + s.paths[i].rx_replay +
+		                                  s.paths[i].rx_foreign),
+		                     "tx_ok", (json_int_t)s.paths[i].tx_ok, "tx_err",
+		                     (json_int_t)s.paths[i].tx_err));
 	cluster_actions_format(cd->last.actions, acts, sizeof(acts));
 	json_t *o = json_pack(
 	    "{s:s, s:o, s:{s:b, s:b, s:s, s:s, s:b}, s:{s:b, s:b, s:b, s:i, s:b}, s:s, s:s, "
-	    "s:s, s:s, s:b, s:b, s:b, s:I}",
+	    "s:s, s:s, s:b, s:b, s:b, s:I, s:I}",
 	    "node", cd->p.self->name, "paths", paths ? paths : json_array(), "peer", "alive",
 	    s.peer_alive, "known", s.peer_known, "role",
 	    s.peer_known ? (s.peer.role ? "primary" : "secondary") : "unknown", "disk",
@@ -725,7 +735,8 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	    "reachable", w.reachable, "vote", w.holds, "holder", (int)w.holder, "want", w.want,
 	    "rule", cluster_rule_name(cd->last.rule), "reason", cd->last.reason, "actions", acts,
 	    "pending", cluster_cmd_name(cd->cmd), "standby", cd->standby, "frozen", any_frozen(cd),
-	    "eligible", cd->last.eligible, "decisions", (json_int_t)cd->decisions);
+	    "eligible", cd->last.eligible, "decisions", (json_int_t)cd->decisions, "promotions",
+	    (json_int_t)cd->promotions);
 	/* a rotation of the cluster key in progress (keyring.h): "waiting" until the other side
 	 * is seen using the new key, then "grace" while the old one is still accepted */
 	json_object_set_new(o, "key",

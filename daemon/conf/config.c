@@ -113,6 +113,8 @@ static const struct conf_key global_keys[] = {
     {"sched-policy", CONF_ENUM, 0, 0, 0, GFIELD(sched_batch), NULL, "batch, normal",
      .doc = "the CPU scheduling policy of the I/O threads (default batch: see hakd.conf(5))",
      .names = sched_names},
+    {"metrics-listen", CONF_ADDR, 0, 0, 0, GFIELD(metrics_listen), NULL, NULL,
+     .doc = "the IP:PORT of the Prometheus metrics endpoint, GET /metrics (default: none)"},
 };
 
 static const struct conf_key node_keys[] = {
@@ -932,6 +934,7 @@ void config_free(struct hak_config *cfg)
 	free(cfg->control_group);
 	free(cfg->node_name);
 	free(cfg->state_dir);
+	free(cfg->metrics_listen);
 	free(cfg->cluster.auth_key_file);
 	free(cfg->cluster.witness_address);
 	free(cfg->cluster.fence_hook);

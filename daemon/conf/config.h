@@ -240,6 +240,8 @@ struct hak_config {
 	size_t volumes_alloc;           /* entries allocated in volumes; config.c's bookkeeping */
 	struct hak_group_list groups;   /* "group" sections, in file order */
 	struct hak_cluster_cfg cluster; /* the "cluster" section */
+	/* global "metrics-listen" HOST:PORT: the Prometheus endpoint; NULL: none (the default) */
+	char *metrics_listen;
 };
 
 /*

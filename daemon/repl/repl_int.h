@@ -70,6 +70,7 @@ struct pend {
 	struct vol_io *vio; /* NULL once completed (async) */
 	uint8_t *copy;      /* async payload copy, until sent */
 	double sent_at;
+	int64_t sent_ns; /* CLOCK_MONOTONIC, for the round-trip histograms (ev_now is too coarse) */
 	uint64_t tl_seq; /* a barrier: the transfer log entries it covers (tlog_barrier) */
 };
 
@@ -273,6 +274,10 @@ struct repl {
 	double ack_latency, ack_latency_max;
 	double ack_win_start, ack_win_sum, ack_win_max;
 	uint64_t ack_win_n;
+	/* Every acknowledged client write and flush barrier, sent to acked (the metrics), and the
+	 * bytes of client writes shipped. */
+	struct lathist rtt_write, rtt_flush;
+	uint64_t shipped_bytes;
 
 	/* ---- apply.c: the secondary's apply side ---- */
 	/* Being applied, and waiting behind an overlapping one (arrival order). */

@@ -85,6 +85,11 @@ json_t *repl_status_json(const struct repl *r)
 		                       statjson_lathist(&r->bar_lat.total));
 		if (bl)
 			json_object_set_new(o, "barrier_latency", bl);
+		json_object_set_new(o, "shipped_bytes", json_integer((json_int_t)r->shipped_bytes));
+		json_t *rt = json_pack("{s:o?, s:o?}", "write", statjson_lathist(&r->rtt_write),
+		                       "flush", statjson_lathist(&r->rtt_flush));
+		if (rt)
+			json_object_set_new(o, "round_trip", rt);
 	}
 	json_t *fe = fence_status_json(r);
 	if (o && fe)

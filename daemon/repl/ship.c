@@ -25,6 +25,7 @@
 
 #include "conf/config.h"
 #include "lib/buf.h"
+#include "lib/clock.h"
 #include "lib/crc32c.h"
 #include "lib/endian.h"
 #include "lib/log.h"
@@ -113,6 +114,7 @@ static int pend_send(struct repl *r, struct pend *p, uint64_t id, struct vol_io 
 		tstream_send_lazy(r->data, it); /* async: already answered, nobody waits */
 	else
 		tstream_send(r->data, it);
+	r->shipped_bytes += plen;
 	return 0;
 }
 
@@ -139,6 +141,7 @@ static bool pend_start(struct repl *r, struct vol_io *vio)
 	p->off = vio->off;
 	p->len = (uint32_t)vio->len;
 	p->sent_at = ev_now(r->p.loop);
+	p->sent_ns = clock_mono_ns();
 	r->next_id++;
 	r->pend_count++;
 	vio->rid = id;
@@ -506,6 +509,8 @@ void ship_ack(struct repl *r, uint16_t type, uint64_t id, uint32_t status)
 	double lat = ev_now(r->p.loop) - p->sent_at;
 	if (!p->auto_barrier) /* ours wait for a flush nobody waits for: not the client's latency */
 		ack_latency_add(r, lat);
+	if (p->type == WIRE_DATA || (barrier && !p->auto_barrier))
+		lathist_add(barrier ? &r->rtt_flush : &r->rtt_write, clock_mono_ns() - p->sent_ns);
 	if (!barrier)
 		rsctl_app_latency(&r->rsctl, ev_now(r->p.loop), lat, r->resync_running);
 	if (barrier) {

@@ -7,6 +7,7 @@
 #                            192.0.2.129 <-> .130), a config per node, metadata, both hakd running.
 #                            PAIR_BLANK=1 creates blank metadata (no initial sync).
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
+#                            PAIR_GLOBAL="key value" adds a line to the global block.
 #                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
 #                            Both nodes share the replication key WORK/repl.key;
 #                            PAIR_AUTH=none configures insecure-no-auth instead.
@@ -42,6 +43,7 @@ global {
     control-socket $WORK/$n.ctl
     log-level ${PAIR_LOG_LEVEL:-info}
     io-engine $HAK_IO_ENGINE
+    ${PAIR_GLOBAL:-}
 }
 node alpha {
     address 192.0.2.1:7789

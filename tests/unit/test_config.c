@@ -98,6 +98,7 @@ START_TEST(test_all_keys)
 	                   "  sched-policy normal\n"
 	                   "  io-depth 4096\n"
 	                   "  max-clients 1\n"
+	                   "  metrics-listen [::1]:9810\n"
 	                   "}\n"
 	                   "\n"
 	                   "volume web.1_a-b {\n"
@@ -137,10 +138,11 @@ START_TEST(test_all_keys)
 	ck_assert_int_eq(cfg->sched_batch, 0);
 	ck_assert_uint_eq(cfg->io_depth, 4096);
 	ck_assert_uint_eq(cfg->max_clients, 1);
+	ck_assert_str_eq(cfg->metrics_listen, "[::1]:9810");
 	ck_assert_uint_eq(cfg->n_volumes, 2);
 	a = &cfg->volumes[0];
 	ck_assert_str_eq(a->name, "web.1_a-b");
-	ck_assert_uint_eq(a->line, 12);
+	ck_assert_uint_eq(a->line, 13);
 	ck_assert_str_eq(a->backing, "/srv/disk with space.img");
 	ck_assert_str_eq(a->nbd_socket, "/run/w.nbd");
 	ck_assert_str_eq(a->nbd_listen, "[::1]:10809");
@@ -157,7 +159,7 @@ START_TEST(test_all_keys)
 	ck_assert_uint_eq(a->max_payload, 64u << 20);
 	b = config_find_volume(cfg, "v2");
 	ck_assert_ptr_eq(b, &cfg->volumes[1]);
-	ck_assert_uint_eq(b->line, 27);
+	ck_assert_uint_eq(b->line, 28);
 	ck_assert_str_eq(b->nbd_listen, "192.168.1.10:1");
 	ck_assert_int_eq(b->nbd_tls, HAK_NBD_TLS_OFF);
 	ck_assert_ptr_null(b->nbd_tls_cert_file);
@@ -224,6 +226,7 @@ START_TEST(test_defaults)
 	ck_assert_int_eq(cfg->sched_batch, 1);
 	ck_assert_uint_eq(cfg->io_depth, HAK_DEFAULT_IO_DEPTH);
 	ck_assert_uint_eq(cfg->max_clients, HAK_DEFAULT_MAX_CLIENTS);
+	ck_assert_ptr_null(cfg->metrics_listen); /* no metrics endpoint unless asked */
 	ck_assert_uint_eq(cfg->n_volumes, 1);
 	ck_assert_str_eq(v->name, "v");
 	ck_assert_uint_eq(v->line, 1);
@@ -685,6 +688,7 @@ static const struct bad_case bad_cases[] = {
     {VOL "\tnbd-listen [::1:80\n}\n", 4, 13, "no ']' after the IPv6 address"},
     {VOL "\tnbd-listen [zz]:80\n}\n", 4, 13, "not an IPv6 address"},
     {VOL "\tnbd-listen :80\n}\n", 4, 13, "the host is empty"},
+    {"global {\n\tmetrics-listen 9810\n}\n", 2, 17, "is not HOST:PORT (no ':PORT')"},
     {VOL "\tnbd-listen [1111:2222:3333:4444:5555:6666:7777:8888:9999:aaaa]:80\n}\n", 4, 13,
      "the IPv6 address is too long"},
     {VOL "\tnbd-listen a+b:80\n}\n", 4, 13, "character not allowed"},
