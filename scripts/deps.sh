@@ -23,6 +23,9 @@ PACKAGES=(
 	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
 	# may lack (nbd, tls, rdma_rxe): t_kernel
 	qemu-system-x86 linux-image-amd64 busybox-static
+	# hakd's Type=notify and watchdog (sd_notify), and t_systemd: a real systemd booted in a
+	# container of this host's tree (systemd-nspawn)
+	libsystemd-dev systemd systemd-container
 )
 
 missing=()
