@@ -129,8 +129,9 @@ void sdnotify_ready(void)
 
 void sdnotify_reloading(void)
 {
+	/* MONOTONIC_USEC: systemd 253 and later match the reload to its own request by it. */
 	if (sn.enabled)
-		sd_notify(0, "RELOADING=1");
+		sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%" PRId64, clock_mono_us());
 }
 
 void sdnotify_stopping(void)
