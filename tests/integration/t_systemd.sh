@@ -11,14 +11,15 @@
 #   - the witness unit starts and goes active, StatusText "witness: listening";
 #   - systemctl reload with one live change (log-level) and one refused (max-clients): the first
 #     is applied, the second named with both values, the same MainPID runs on; hakctl reload
-#     prints the same outcome; a broken file is refused whole with its file:line;
+#     prints the same outcome, and two clients are still served (max-clients 1 refused); a broken
+#     file is refused whole with its file:line;
 #   - HAK_TEST_STALL_THREAD=heartbeat:3 hangs the heartbeat thread: hakd stops feeding the
 #     watchdog, systemd kills it (Watchdog timeout) and restarts it (NRestarts);
 #   - systemctl stop: STOPPING, a clean exit (status 0, Result=success).
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 require_hakd
-require_cmd systemd-nspawn nsenter
+require_cmd systemd-nspawn nsenter qemu-io jq
 [[ -x /lib/systemd/systemd ]] || fail "/lib/systemd/systemd is missing; run scripts/deps.sh"
 
 MACHINE=hak-$RUN_ID
@@ -158,13 +159,13 @@ assert_eq "$(show hak-witness ActiveState)" active "the witness unit's state"
 assert_eq "$(show hak-witness StatusText)" "witness: listening" "the witness's StatusText"
 
 # ---- reload: one live change, one refused ----
-write_conf debug 32
+write_conf debug 1
 sysctl_ reload hakd.service || fail "systemctl reload hakd failed: $(journal hakd | tail -n 20)"
 wait_for "jhas hakd -F 'Reloaded $WORK/hak.conf: 1 change(s) applied, 1 refused.'" 10 ||
 	fail "hakd's log lacks the reload's outcome: $(journal hakd | tail -n 20)"
 jhas hakd -F 'Reload: global: log-level is now debug (was info).' ||
 	fail "the live change (log-level) is not logged as applied"
-jhas hakd -F 'Reload: global: max-clients cannot change while hakd runs (running: 64, file: 32); it keeps its running value until hakd is restarted.' ||
+jhas hakd -F 'Reload: global: max-clients cannot change while hakd runs (running: 64, file: 1); it keeps its running value until hakd is restarted.' ||
 	fail "the refused change (max-clients) is not logged with both values"
 # debug is in effect: the reload's own STATUS bookkeeping is not, but the peer's connect
 # attempts are logged at debug only.
@@ -176,10 +177,22 @@ wait_for "[[ \$(show hakd StatusText) == *'reload: 1 applied, 1 refused (global:
 	fail "StatusText lacks the reload's outcome: '$(show hakd StatusText)'"
 out=$(timeout 10 "$HAKCTL" --control "$WORK/a.ctl" reload 2>&1) && rc=0 || rc=$?
 assert_eq "$rc" 3 "hakctl reload's exit status with a refused change"
-assert_contains "$out" "refused: global: max-clients 64 -> 32" "hakctl reload"
+assert_contains "$out" "refused: global: max-clients 64 -> 1" "hakctl reload"
 assert_contains "$out" "change(s) applied, 1 refused (they need a restart of hakd)" "hakctl reload"
 # A broken file: refused whole with its position, the daemon runs on.
-write_conf debug 32 "garbage"
+# The refused max-clients 1 is not in force: two clients are served at once.
+QIO=()
+for i in 1 2; do
+	qemu-io -f raw -r -c 'sleep 60000' "$(nbd_uri "$WORK/a.nbd" db)" >"$WORK/qio$i.out" 2>&1 &
+	QIO+=($!)
+	track_pid $!
+done
+clients() { timeout 10 "$HAKCTL" --control "$WORK/a.ctl" --json status | jq '.volumes[0].clients'; }
+wait_for "[[ \$(clients) == 2 ]]" 10 ||
+	fail "two clients are not both served after the refused max-clients 1: $(clients) connected"
+kill_own "${QIO[0]}"
+kill_own "${QIO[1]}"
+write_conf debug 1 "garbage"
 sysctl_ reload hakd.service || true
 wait_for "jhas hakd -E \"Reload refused, the running configuration stays: $WORK/hak.conf:[0-9]+:1: 'garbage' is outside any section\"" 10 ||
 	fail "a broken file is not refused with its file:line: $(journal hakd | tail -n 5)"
