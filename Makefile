@@ -9,7 +9,7 @@ BUILD     ?= build/rel
 SAN       ?= 0
 CC        ?= gcc
 
-PKGS      := liburing openssl jansson libnl-3.0 libnl-genl-3.0 libnl-route-3.0
+PKGS      := liburing openssl jansson libnl-3.0 libnl-genl-3.0 libnl-route-3.0 libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
@@ -192,7 +192,8 @@ install: bins
 	install -m 0644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 docs/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
-	install -m 0644 packaging/hakd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+	install -m 0644 packaging/hakd.service packaging/hak-witness.service \
+		$(DESTDIR)$(PREFIX)/lib/systemd/system/
 
 FORMAT_SRC = $(sort $(shell find lib daemon cli kmod-shim include tests/unit tests/fuzz tests/tools \
 	-name '*.[ch]'))

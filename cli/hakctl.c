@@ -69,6 +69,8 @@ static void usage(FILE *f)
 	    "                             times (RTO) and the RPO printed by --rpo-cmd. SOCK is\n"
 	    "                             the peer's control socket; from another host, forward\n"
 	    "                             it: ssh -L /tmp/peer.ctl:/run/hak/hakd.sock PEER\n"
+	    "  reload                     re-read the configuration file: apply what can change\n"
+	    "                             live, name what needs a restart (exit 3 then)\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
 	    "status, events and version only read: members of hakd's control-group may run\n"
@@ -788,6 +790,32 @@ static int cmd_resync(const struct cli *c, int argc, char **argv)
 	return 0;
 }
 
+/* hakctl reload: hakd re-reads its file, applies what can change live and names the rest. */
+static int cmd_reload(const struct cli *c, int argc, char **argv)
+{
+	int rc;
+	(void)argc;
+	(void)argv;
+	json_t *req = json_pack("{s:s}", "cmd", "reload");
+	json_t *resp = call(c, req, &rc);
+	json_decref(req);
+	if (!resp)
+		return rc;
+	json_t *applied = json_object_get(resp, "applied"),
+	       *refused = json_object_get(resp, "refused");
+	size_t i;
+	json_t *v;
+	json_array_foreach(applied, i, v) printf("applied: %s\n", json_string_value(v));
+	json_array_foreach(refused, i, v) printf("refused: %s\n", json_string_value(v));
+	printf("reload of %s: %zu change(s) applied, %zu refused%s\n",
+	       json_string_value(json_object_get(resp, "file")), json_array_size(applied),
+	       json_array_size(refused),
+	       json_array_size(refused) ? " (they need a restart of hakd)" : "");
+	rc = json_array_size(refused) ? 3 : 0;
+	json_decref(resp);
+	return rc;
+}
+
 static int cmd_drill(const struct cli *c, int argc, char **argv)
 {
 	return drill_run(c->control, c->json, argc, argv);
@@ -803,7 +831,7 @@ static const struct {
     {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
     {"attach", cmd_disk},        {"detach", cmd_disk},         {"resync", cmd_resync},
     {"switchover", cmd_cluster}, {"standby", cmd_cluster},     {"unstandby", cmd_cluster},
-    {"failover", cmd_cluster},   {"drill", cmd_drill},
+    {"failover", cmd_cluster},   {"drill", cmd_drill},         {"reload", cmd_reload},
 };
 
 int main(int argc, char **argv)

@@ -21,10 +21,12 @@
 #include "lib/buf.h"
 #include "cluster/clusterd.h"
 #include "conf/config.h"
+#include "conf/config_reload.h"
 #include "ctl/control.h"
 #include "cluster/groupctl.h"
 #include "ctl/events.h"
 #include "ctl/metrics.h"
+#include "ctl/sdnotify.h"
 #include "ctl/statjson.h"
 #include "lib/testhook.h"
 #include "io/io.h"
@@ -69,6 +71,10 @@ struct hakd {
 	ev_signal sig_term, sig_int, sig_hup;
 	ev_timer shutdown_poll;
 	ev_timer buf_aging;
+	ev_timer status_tick; /* systemd: READY once joined, then STATUS= as roles change */
+	bool ready_sent;
+	char reload_note[256]; /* the last reload's outcome, in STATUS= */
+	const struct args *args;
 	double shutdown_start;
 	int exit_code;
 	bool sched_batch; /* the policy the I/O threads run with now (sched_update) */
@@ -533,11 +539,14 @@ static void sched_update(struct hakd *d)
 	                 "are served at once");
 }
 
+static void status_update(struct hakd *d);
+
 static void role_changed(void *ctx, enum repl_role role)
 {
 	struct vol_slot *sl = ctx;
 	struct hakd *d = sl->d;
 	sched_update(d);
+	status_update(d);
 	if (!d->srvs[sl->i])
 		return;
 	nbd_server_set_refuse(d->srvs[sl->i], role == ROLE_PRIMARY ? NULL : sl->refuse);
@@ -585,17 +594,186 @@ static void buf_aging_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 }
 
+/* STATUS=: every volume's role, disk and link, the cluster and the groups. */
+static void status_update(struct hakd *d)
+{
+	struct sdnotify_vol vols[16];
+	char text[1024], cluster[128] = "", groups[256] = "";
+	size_t n = d->n < 16 ? d->n : 16, used = 0;
+
+	if (!sdnotify_enabled() || !d->ready_sent)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct repl *r = d->repls[i];
+		vols[i] = (struct sdnotify_vol){.name = volume_name(d->vols[i])};
+		if (r) {
+			vols[i].role = repl_role_name(repl_role(r));
+			vols[i].disk = repl_disk_name(repl_disk_state(r));
+			vols[i].link = repl_link_name(repl_link_state(r));
+		}
+	}
+	if (d->cluster)
+		clusterd_summary(d->cluster, cluster, sizeof(cluster));
+	json_t *ga = groupctl_status_json(d->groups), *g;
+	size_t k;
+	json_array_foreach(ga, k, g) used += (size_t)snprintf(
+	    groups + used, used < sizeof(groups) ? sizeof(groups) - used : 0, "%sgroup %s: %s",
+	    used ? "; " : "", json_string_value(json_object_get(g, "name")),
+	    json_string_value(json_object_get(g, "state")));
+	json_decref(ga);
+	sdnotify_status_build(text, sizeof(text), vols, n, cluster, groups, d->reload_note);
+	sdnotify_status(text);
+}
+
+/* READY=1 once every volume is served (hakd_start) and the cluster manager has joined. */
+static void status_tick_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hakd *d = w->data;
+
+	(void)revents;
+	if (!d->ready_sent) {
+		if (!clusterd_joined(d->cluster))
+			return;
+		d->ready_sent = true;
+		sdnotify_ready();
+		log_info("Every volume is served%s; told systemd hakd is ready.",
+		         d->cluster ? " and the cluster manager has joined" : "");
+		w->repeat = SDNOTIFY_STATUS_INTERVAL;
+		ev_timer_again(loop, w);
+	}
+	status_update(d);
+}
+
+static json_t *reload_result(const struct reload_plan *plan, const char *file)
+{
+	json_t *applied = json_array(), *refused = json_array();
+	char line[512];
+
+	for (unsigned i = 0; i < plan->n; i++) {
+		const struct reload_change *c = &plan->c[i];
+		config_reload_describe(c, line, sizeof(line));
+		json_array_append_new(c->live ? applied : refused, json_string(line));
+	}
+	if (plan->overflow)
+		json_array_append_new(
+		    refused, json_string("more changes than one reload compares; restart"));
+	return json_pack("{s:s, s:o, s:o}", "file", file, "applied", applied, "refused", refused);
+}
+
+/* Logs each change of plan: applied, or refused with both values and the restart it needs. */
+static void reload_log(struct hakd *d, const struct reload_plan *plan)
+{
+	const struct reload_change *first = NULL;
+
+	for (unsigned i = 0; i < plan->n; i++) {
+		const struct reload_change *c = &plan->c[i];
+		if (c->live) {
+			log_notice("Reload: %s: %s is now %s (was %s).", c->where, c->key,
+			           c->new_val, c->old_val);
+			continue;
+		}
+		log_warn("Reload: %s: %s cannot change while hakd runs (running: %s, file: %s); "
+		         "it keeps its running value until hakd is restarted.",
+		         c->where, c->key, c->old_val, c->new_val);
+		if (!first)
+			first = c;
+	}
+	if (first)
+		snprintf(d->reload_note, sizeof(d->reload_note),
+		         "reload: %u applied, %u refused (%s: %s needs a restart)", plan->n_live,
+		         plan->n_refused, first->where, first->key);
+	else
+		snprintf(d->reload_note, sizeof(d->reload_note), "reload: %u applied",
+		         plan->n_live);
+}
+
+/*
+ * SIGHUP and hakctl reload: re-read the file; a file that does not load is refused whole and
+ * the running configuration stays. Returns the outcome, or NULL with err.
+ */
+static json_t *hakd_reload(struct hakd *d, char *err, size_t errlen)
+{
+	const char *path = d->args->config ? d->args->config : "/etc/hak/hak.conf";
+	struct hak_config *next = NULL;
+	struct reload_plan *plan = NULL;
+	const struct hak_node_cfg *self = NULL, *peer = NULL;
+	json_t *res = NULL;
+
+	if (d->args->export_path) {
+		snprintf(err, errlen,
+		         "hakd runs with --export, without a configuration file to "
+		         "reload.");
+		return NULL;
+	}
+	sdnotify_reloading();
+	if (config_load(path, &next, err, errlen) < 0 ||
+	    (next->n_nodes == 2 &&
+	     config_find_self(next, d->args->node, &self, &peer, err, errlen) < 0))
+		goto out;
+	/* What the command line set wins over the file, as at start. */
+	if (d->args->control) {
+		free(next->control_socket);
+		next->control_socket = strdup(d->args->control);
+	}
+	if (d->args->io_engine)
+		(void)io_kind_parse(d->args->io_engine, &next->io_engine);
+	if (d->args->log_level)
+		(void)log_level_parse(d->args->log_level, &next->log_level);
+	if (self && d->self && strcmp(self->name, d->self->name) != 0) {
+		snprintf(err, errlen,
+		         "%s makes this machine node %s, but hakd runs as node %s; restart hakd to "
+		         "change which node it is.",
+		         path, self->name, d->self->name);
+		goto out;
+	}
+	plan = malloc(sizeof(*plan));
+	if (!plan) {
+		snprintf(err, errlen, "Out of memory comparing %s with the running configuration.",
+		         path);
+		goto out;
+	}
+	config_reload_diff(d->cfg, next, plan);
+	if (config_reload_apply(plan) < 0) {
+		snprintf(err, errlen, "Out of memory applying %s; some changes may be applied.",
+		         path);
+		goto out;
+	}
+	log_set_level(d->cfg->log_level);
+	reload_log(d, plan);
+	log_notice("Reloaded %s: %u change(s) applied, %u refused.", path, plan->n_live,
+	           plan->n_refused);
+	res = reload_result(plan, path);
+out:
+	if (!res) {
+		log_err("Reload refused, the running configuration stays: %s", err);
+		snprintf(d->reload_note, sizeof(d->reload_note), "reload refused: %s", err);
+	}
+	sdnotify_ready();
+	status_update(d);
+	free(plan);
+	config_free(next);
+	return res;
+}
+
+static json_t *cmd_reload(void *ctx, json_t *req, char *err, size_t errlen)
+{
+	(void)req;
+	return hakd_reload(ctx, err, errlen);
+}
+
 static void signal_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct hakd *d = w->data;
 	(void)revents;
 	if (w->signum == SIGHUP) {
-		log_notice(
-		    "SIGHUP received; configuration reload is not supported yet, ignoring it.");
+		char err[512];
+		log_notice("SIGHUP received; reloading the configuration.");
+		json_decref(hakd_reload(d, err, sizeof(err)));
 		return;
 	}
 	if (ev_is_active(&d->shutdown_poll))
 		return;
+	sdnotify_stopping();
 	log_notice("Signal %d received; finishing in-flight requests, then exiting.", w->signum);
 	d->shutdown_start = ev_now(loop);
 	for (size_t i = 0; i < d->n; i++)
@@ -712,7 +890,8 @@ static int hakd_start(struct hakd *d)
 		if (control_register(d->ctl, role_cmds[k], CONTROL_ADMIN, cmd_role, d) < 0)
 			return -1;
 	if (control_register(d->ctl, "detach", CONTROL_ADMIN, cmd_disk, d) < 0 ||
-	    control_register(d->ctl, "attach", CONTROL_ADMIN, cmd_disk, d) < 0)
+	    control_register(d->ctl, "attach", CONTROL_ADMIN, cmd_disk, d) < 0 ||
+	    control_register(d->ctl, "reload", CONTROL_ADMIN, cmd_reload, d) < 0)
 		return -1;
 	if (cfg->metrics_listen) {
 		char err[256];
@@ -793,6 +972,7 @@ int main(int argc, char **argv)
 
 	if (args_parse(argc, argv, &a) < 0)
 		return 1;
+	d.args = &a;
 	d.cfg = config_from_args(&a);
 	if (!d.cfg)
 		return 1;
@@ -839,7 +1019,15 @@ int main(int argc, char **argv)
 		sched_update(&d); /* every replicated volume starts as secondary */
 		log_notice("hakd %s started with %zu volume(s), I/O engine %s, control socket %s.",
 		           HAK_VERSION, d.n, io_engine_name(d.io), d.cfg->control_socket);
+		sdnotify_init(d.loop);
+		if (sdnotify_enabled()) {
+			ev_timer_init(&d.status_tick, status_tick_cb, 0.0, 0.05);
+			d.status_tick.data = &d;
+			ev_timer_start(d.loop, &d.status_tick);
+		}
 		ev_run(d.loop, 0);
+		ev_timer_stop(d.loop, &d.status_tick);
+		sdnotify_shutdown();
 	}
 	hakd_stop(&d);
 	if (d.exit_code == 0)

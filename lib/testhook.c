@@ -2,11 +2,47 @@
 #include "testhook.h"
 
 #ifdef HAK_TESTHOOKS_BUILT
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "clock.h"
 #include "log.h"
 
 static unsigned long corrupt_every, corrupt_seen, refuse_direct, refuse_fallocate;
+static char stall_name[32];
+static int64_t stall_at_ms; /* monotonic */
+
+/* HAK_TEST_STALL_THREAD=NAME[:SECONDS] */
+static void stall_init(void)
+{
+	const char *s = getenv("HAK_TEST_STALL_THREAD");
+	const char *colon;
+	unsigned long secs = 0;
+	if (!s || !*s)
+		return;
+	colon = strchr(s, ':');
+	if (colon) {
+		char *end = NULL;
+		secs = strtoul(colon + 1, &end, 10);
+		if (!end || *end) {
+			log_err("Ignoring HAK_TEST_STALL_THREAD='%s': use NAME or NAME:SECONDS.",
+			        s);
+			return;
+		}
+	}
+	snprintf(stall_name, sizeof(stall_name), "%.*s", (int)(colon ? colon - s : (long)strlen(s)),
+	         s);
+	stall_at_ms = clock_mono_ms() + (int64_t)secs * 1000;
+	log_warn("Test hook armed: the threads called %s* stop making progress %lu s from now.",
+	         stall_name, secs);
+}
+
+bool testhook_stall(const char *name)
+{
+	return stall_name[0] && strncmp(name, stall_name, strlen(stall_name)) == 0 &&
+	       clock_mono_ms() >= stall_at_ms;
+}
 
 /* The positive number in environment variable name, or 0 (unset, or said why it is ignored). */
 static unsigned long env_count(const char *name)
@@ -39,6 +75,7 @@ void testhook_init(void)
 	if (refuse_fallocate)
 		log_warn("Test hook armed: the peer's punch and zero-range requests fail as "
 		         "unsupported.");
+	stall_init();
 }
 
 bool testhook_refuse_fallocate(void)

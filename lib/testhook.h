@@ -13,6 +13,11 @@
  *                              I/O rules are stricter than 4 KiB alignment does).
  *   HAK_TEST_NO_FALLOCATE=1    the peer's punch and zero-range requests fail with EOPNOTSUPP
  *                              before they reach the store (a device without discard).
+ *   HAK_TEST_STALL_THREAD=NAME[:S]  S seconds (default 0) after start, the threads whose name
+ *                              begins with NAME (heartbeat, witness, io) stop making progress:
+ *                              a loop thread hangs in its callback, an I/O worker in its next
+ *                              request (what a thread stuck in the kernel looks like to the
+ *                              watchdog check).
  */
 #ifndef HAK_TESTHOOK_H
 #define HAK_TESTHOOK_H
@@ -38,6 +43,8 @@ bool testhook_corrupt(uint8_t *data, size_t len);
 bool testhook_refuse_direct(void);
 /* True when punch / zero-range requests are to fail as unsupported. */
 bool testhook_refuse_fallocate(void);
+/* True when the thread called name is to stall now (HAK_TEST_STALL_THREAD). Thread-safe. */
+bool testhook_stall(const char *name);
 #else
 static inline void testhook_init(void)
 {
@@ -54,6 +61,11 @@ static inline bool testhook_refuse_direct(void)
 }
 static inline bool testhook_refuse_fallocate(void)
 {
+	return false;
+}
+static inline bool testhook_stall(const char *name)
+{
+	(void)name;
 	return false;
 }
 #endif

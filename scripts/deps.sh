@@ -27,6 +27,9 @@ PACKAGES=(
 	# the prometheus server's package (about 100 MB; on a systemd host it enables
 	# prometheus.service, which listens on :9090)
 	curl prometheus
+	# hakd's Type=notify and watchdog (sd_notify), and t_systemd: a real systemd booted in a
+	# container of this host's tree (systemd-nspawn)
+	libsystemd-dev systemd systemd-container
 )
 
 missing=()

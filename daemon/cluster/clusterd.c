@@ -701,6 +701,24 @@ static json_t *cmd_drill(void *ctx, json_t *req, char *err, size_t errlen)
 	                 (json_int_t)now, "killed", killed);
 }
 
+bool clusterd_joined(const struct clusterd *cd)
+{
+	return !cd || hb_joined(cd->hb);
+}
+
+void clusterd_summary(const struct clusterd *cd, char *out, size_t len)
+{
+	struct hb_snapshot s;
+
+	if (!hb_joined(cd->hb)) {
+		snprintf(out, len, "joining");
+		return;
+	}
+	hb_snapshot(cd->hb, &s);
+	snprintf(out, len, "joined, peer %s%s", s.peer_alive ? "alive" : "silent",
+	         cd->standby ? ", standby" : "");
+}
+
 json_t *clusterd_status_json(const struct clusterd *cd)
 {
 	struct hb_snapshot s;

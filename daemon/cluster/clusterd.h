@@ -11,6 +11,7 @@
 #define HAK_CLUSTERD_H
 
 #include <jansson.h>
+#include <stdbool.h>
 
 struct ev_loop;
 struct control;
@@ -41,6 +42,13 @@ int clusterd_start(const struct clusterd_params *p, struct clusterd **out, char 
                    size_t errlen);
 /* Something changed (a role, a group): decide again soon, from the loop. cd may be NULL. */
 void clusterd_kick(struct clusterd *cd);
+/*
+ * Joined: the heartbeat thread runs and has sent its first round, so the peer hears this node
+ * (what systemd's READY waits for). True when cd is NULL (no cluster: nothing to join).
+ */
+bool clusterd_joined(const struct clusterd *cd);
+/* One line for systemd's STATUS: "joining", or "joined, peer alive|silent[, standby]". */
+void clusterd_summary(const struct clusterd *cd, char *out, size_t len);
 /* The "cluster" object of the status; NULL when there is none. */
 json_t *clusterd_status_json(const struct clusterd *cd);
 void clusterd_stop(struct clusterd *cd);

@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -199,6 +200,7 @@ struct hb {
 	ev_io rx[HB_MAX_PATHS];
 	hb_notify_fn notify;
 	void *arg;
+	atomic_bool first_sent; /* the thread sent its first round (hb_joined) */
 	/* heartbeat thread only */
 	struct hb_replay replay[HB_MAX_PATHS];
 	uint64_t seq, incarnation;
@@ -441,7 +443,10 @@ static void rx_cb(struct ev_loop *loop, ev_io *w, int revents)
 /* The first thing the heartbeat thread does: the peer need not wait an interval to hear us. */
 static void hb_first(void *arg)
 {
-	send_all(arg);
+	struct hb *hb = arg;
+
+	send_all(hb);
+	atomic_store(&hb->first_sent, true);
 }
 
 static void emit_changes(struct hb *hb, const struct hb_snapshot *s)
@@ -609,6 +614,7 @@ struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_n
 	pthread_mutex_init(&hb->mu, NULL);
 	for (unsigned i = 0; i < HB_MAX_PATHS; i++)
 		hb->fds[i] = -1;
+	hb->lt.name = "heartbeat";
 	if (loopthread_init(&hb->lt, main_loop, hb_main_notify, hb) < 0) {
 		snprintf(err, errlen, "Cannot create the heartbeat event loop.");
 		goto fail;
@@ -621,6 +627,11 @@ fail:
 	hb_stop(hb);
 	errno = e;
 	return NULL;
+}
+
+bool hb_joined(struct hb *hb)
+{
+	return hb && atomic_load(&hb->first_sent);
 }
 
 void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags, uint16_t stale)

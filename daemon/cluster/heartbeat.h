@@ -187,6 +187,9 @@ int hb_config_build(struct hb_config *out, const struct hak_config *cfg,
  */
 struct hb *hb_start(const struct hb_config *cfg, struct ev_loop *main_loop, hb_notify_fn notify,
                     void *arg, char *err, size_t errlen);
+/* Whether the thread has sent its first round on every path: the peer can hear this node
+ * (thread-safe). */
+bool hb_joined(struct hb *hb);
 /* What this node advertises (thread-safe); a change goes out at once on every path. */
 void hb_set_local(struct hb *hb, uint8_t role, uint8_t disk, uint16_t flags, uint16_t stale);
 /* A consistent copy of the state (thread-safe; ages computed now). */

@@ -2,14 +2,30 @@
 #include "loopthread.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 #include "lib/proc.h"
+#include "lib/testhook.h"
 
 static void stop_cb(struct ev_loop *loop, ev_async *w, int revents)
 {
 	(void)w;
 	(void)revents;
 	ev_break(loop, EVBREAK_ALL);
+}
+
+/* The loop turns: the watchdog check (lib/alive.h) knows this thread is not stuck. */
+static void alive_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct loopthread *t = w->data;
+
+	(void)loop;
+	(void)revents;
+	/* The stall test hook: hang here as a thread stuck in a system call would, yet still
+	 * leave when stopped, so the test's hakd can exit. */
+	while (testhook_stall(t->name) && !atomic_load(&t->stopping))
+		usleep(100 * 1000);
+	alive_beat(t->alive);
 }
 
 static void notify_cb(struct ev_loop *loop, ev_async *w, int revents)
@@ -55,6 +71,13 @@ int loopthread_start(struct loopthread *t, void (*first)(void *))
 	int e;
 
 	t->first = first;
+	if (!t->name)
+		t->name = "loop";
+	t->alive = alive_register(t->name);
+	ev_timer_init(&t->alive_tick, alive_cb, LOOPTHREAD_ALIVE_INTERVAL,
+	              LOOPTHREAD_ALIVE_INTERVAL);
+	t->alive_tick.data = t;
+	ev_timer_start(t->loop, &t->alive_tick);
 	ev_async_init(&t->stop_async, stop_cb);
 	ev_async_start(t->loop, &t->stop_async);
 	ev_async_init(&t->notify_async, notify_cb);
@@ -77,10 +100,13 @@ void loopthread_notify(struct loopthread *t)
 void loopthread_stop(struct loopthread *t)
 {
 	if (t->started) {
+		atomic_store(&t->stopping, true);
 		ev_async_send(t->loop, &t->stop_async);
 		pthread_join(t->thread, NULL);
 		t->started = false;
 	}
+	alive_unregister(t->alive);
+	t->alive = NULL;
 	if (t->main_loop && ev_is_active(&t->notify_async))
 		ev_async_stop(t->main_loop, &t->notify_async);
 	if (t->loop)

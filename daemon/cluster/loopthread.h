@@ -10,13 +10,24 @@
 
 #include <ev.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+
+#include "lib/alive.h"
+
+/* How often a loop thread stamps its liveness (lib/alive.h), in seconds. */
+#define LOOPTHREAD_ALIVE_INTERVAL 0.5
 
 struct loopthread {
 	struct ev_loop *loop; /* the thread's own */
 	struct ev_loop *main_loop;
 	ev_async stop_async;   /* main loop -> thread: leave the loop */
 	ev_async notify_async; /* thread -> main loop: call notify */
+	ev_timer alive_tick;   /* in the thread: stamps alive */
+	struct alive_slot *alive;
+	const char
+	    *name; /* for the watchdog's messages and the stall test hook; set before start */
+	atomic_bool stopping;
 	pthread_t thread;
 	bool started;
 	void (*first)(void *arg);  /* in the thread, before its loop runs; may be NULL */

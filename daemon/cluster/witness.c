@@ -23,6 +23,7 @@
 #include "conf/config.h"
 #include "ctl/events.h"
 #include "keyring.h"
+#include "ctl/sdnotify.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/endian.h"
@@ -327,6 +328,7 @@ static void server_sig_cb(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	(void)revents;
 	log_notice("Witness: signal %d received; exiting.", w->signum);
+	sdnotify_stopping();
 	ev_break(loop, EVBREAK_ALL);
 }
 
@@ -380,7 +382,13 @@ int wit_serve(const struct hak_config *cfg)
 	           " ms, Outdated nodes mask %u (%s).",
 	           sv.st.cluster_id, cfg->cluster.witness_address, sv.lease_ms,
 	           (unsigned)sv.st.outdated, sv.state_path);
+	/* Listening: the nodes' requests are answered from now on. The watchdog needs no thread
+	 * check here: the witness is this one loop, which feeds it. */
+	sdnotify_init(loop);
+	sdnotify_ready();
+	sdnotify_status("witness: listening");
 	ev_run(loop, 0);
+	sdnotify_shutdown();
 	log_notice("Witness stopped: %" PRIu64 " bad and %" PRIu64
 	           " stale or foreign requests were dropped.",
 	           sv.rx_bad, sv.dropped);
@@ -595,6 +603,7 @@ struct wit_client *wit_client_start(const struct hb_config *hb, const char *witn
 		         witness_addr, strerror(errno));
 		goto fail;
 	}
+	c->lt.name = "witness";
 	if (loopthread_init(&c->lt, main_loop, notify, arg) < 0) {
 		snprintf(err, errlen, "Cannot create the witness client's event loop.");
 		goto fail;

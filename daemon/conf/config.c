@@ -282,6 +282,11 @@ static const struct conf_section sections[] = {
 
 static const struct conf_schema schema = {sections, ARRAY_SIZE(sections)};
 
+const struct conf_schema *config_schema(void)
+{
+	return &schema;
+}
+
 static int is_top_section(const char *type)
 {
 	return conf_schema_is_section(&schema, type);

@@ -282,6 +282,8 @@ int config_find_self(const struct hak_config *cfg, const char *override_name,
                      size_t errlen);
 /* "sync", "memsync", "async". */
 const char *config_mode_name(enum hak_repl_mode mode);
+/* hak.conf's tables (for config_reload's key-by-key comparison). */
+const struct conf_schema *config_schema(void);
 const char *config_fencing_name(enum hak_fencing f);
 
 #endif

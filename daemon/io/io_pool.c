@@ -7,9 +7,11 @@
  * one wakeup covers every completion that piled up meanwhile.
  */
 #include "io_int.h"
+#include "lib/alive.h"
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "lib/proc.h"
+#include "lib/testhook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -358,6 +360,9 @@ static void *io_pool_worker(void *arg)
 	struct io_req *req;
 	int spun = 1; /* no spin before the first job */
 	int lane, fd, batch = -1, want;
+	/* Idle is no stall: the slot is parked while the worker waits for work and beats from
+	 * each request's start, so a request stuck in the kernel stops the watchdog's feeding. */
+	struct alive_slot *alive = alive_register("io");
 
 	pthread_mutex_lock(&p->lock);
 	for (;;) {
@@ -375,6 +380,7 @@ static void *io_pool_worker(void *arg)
 				continue;
 			}
 			p->idle++;
+			alive_park(alive);
 			pthread_cond_wait(&p->cond, &p->lock);
 			p->idle--;
 		}
@@ -391,6 +397,9 @@ static void *io_pool_worker(void *arg)
 			break; /* stopping, queue empty */
 		want = p->want_batch;
 		pthread_mutex_unlock(&p->lock);
+		alive_beat(alive);
+		while (testhook_stall("io") && !__atomic_load_n(&p->stop, __ATOMIC_RELAXED))
+			usleep(100 * 1000); /* the stall test hook: a request that never returns */
 		if (want != batch && want >= 0) {
 			batch = want;
 			(void)proc_sched_batch(batch);
@@ -404,6 +413,7 @@ static void *io_pool_worker(void *arg)
 			io_pool_lane_release(p, fd);
 	}
 	pthread_mutex_unlock(&p->lock);
+	alive_unregister(alive);
 	return NULL;
 }
 
