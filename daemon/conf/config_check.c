@@ -210,7 +210,7 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 	const char *text;
 	size_t i = 0;
 
-	if (!cfg->n_nodes)
+	if (cfg->n_nodes != 2) /* a lone node is check_node_pair()'s mistake */
 		return 0;
 	na = &cfg->nodes[0];
 	nb = &cfg->nodes[1];
@@ -440,34 +440,37 @@ static int check_auth(struct conf_parse *ps, const struct hak_config *cfg,
 	    v->name);
 }
 
+/* The checks are independent: each says its own mistake, and all of them run. */
 int config_check_file(struct conf_parse *ps, struct hak_config *cfg, const struct conf_block *root)
 {
+	unsigned errors = ps->n_errors;
 	size_t i = 0;
 
 	for (const struct conf_block *c = root->children; c; c = c->next) {
 		if (strcmp(c->type, "volume") != 0)
 			continue;
 		struct hak_volume_cfg *v = &cfg->volumes[i++];
-		if (check_fencing(ps, cfg, c, v) < 0)
-			return -1;
+		check_fencing(ps, cfg, c, v);
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
-			return conf_parse_error(
+			conf_parse_error(
 			    ps, val->line, val->col,
 			    "nbd-socket of volume '%s' is the control socket '%.80s'; use "
 			    "another path.",
 			    v->name, v->nbd_socket);
 		}
 	}
-	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
-	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0 ||
-	    check_groups(ps, cfg) < 0)
+	if (check_meta(ps, cfg, root) < 0 && ps->enomem)
 		return -1;
+	check_nodes(ps, cfg, root);
+	check_cluster(ps, cfg, root);
+	if (check_ports(ps, cfg, root) < 0 && ps->enomem)
+		return -1;
+	check_groups(ps, cfg);
 	/* Last: a file with another mistake says that one first. */
 	i = 0;
-	for (const struct conf_block *c = root->children; c; c = c->next)
-		if (strcmp(c->type, "volume") == 0 &&
-		    check_auth(ps, cfg, c, &cfg->volumes[i++]) < 0)
-			return -1;
-	return 0;
+	for (const struct conf_block *c = root->children; c && !ps->enomem; c = c->next)
+		if (strcmp(c->type, "volume") == 0)
+			check_auth(ps, cfg, c, &cfg->volumes[i++]);
+	return ps->n_errors == errors ? 0 : -1;
 }
