@@ -244,7 +244,8 @@ static int ws_end(bool tty, bool drawn, int rc, const char *fmt, const char *a, 
 	if (tty && drawn)
 		printf("\n");
 	fflush(stdout);
-	fprintf(rc ? stderr : stdout, fmt, a, t);
+	if (fmt) /* NULL: the reason is printed already */
+		fprintf(rc ? stderr : stdout, fmt, a, t);
 	return rc;
 }
 
@@ -260,7 +261,9 @@ int waitsync_run(const char *control, int argc, char **argv)
 		return rc;
 	for (;;) {
 		double now;
-		if ((rc = ws_poll(control, volume, &s)) != 0)
+		if ((rc = ws_poll(control, volume, &s)) == EXIT_USAGE)
+			return ws_end(tty, drawn, rc, NULL, NULL, 0);
+		if (rc)
 			return ws_end(tty, drawn, rc,
 			              "hakctl wait-sync: gave up on %s after %.1f s.\n",
 			              volume ? volume : "the volumes", clock_mono() - t0);
