@@ -23,6 +23,10 @@ PACKAGES=(
 	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
 	# may lack (nbd, tls, rdma_rxe): t_kernel
 	qemu-system-x86 linux-image-amd64 busybox-static
+	# make deb / make rpm and t_package: dpkg-buildpackage with debhelper (compat 13), lintian,
+	# Debian's rpmbuild; libsystemd-dev is in the package's Build-Depends; bash-completion
+	# for t_completion's _filedir and the completion file's home
+	debhelper dpkg-dev fakeroot lintian rpm bash-completion libsystemd-dev
 )
 
 missing=()
