@@ -93,6 +93,7 @@ fi
 cp -a /etc "$WORK/etc"
 sed -i '/^hak:/d' "$WORK/etc/group" "$WORK/etc/gshadow"
 mkdir -p "$WORK/vls"
+# shellcheck disable=SC2016 # the inner script expands its own arguments
 unshare -m bash -c '
 	set -e
 	mount --bind "$1/etc" /etc
