@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # timeout: 180
 # hakctl wait-sync (issue 27, item 5) on a pair with a 48 MiB out-of-sync region, resynced at
-# resync-rate-max 8M (about 6 s):
+# resync-rate-max 4M (about 12 s):
 #   while the replication path is down: --timeout 1 exits 4 (the copies differ);
-#   during the resync, on a terminal (script -qc): --timeout 1 exits 4 after redrawing its
+#   during the resync, on a terminal (script -qc): --timeout 2 exits 4 after redrawing its
 #     progress bar in place ('\r[###---]  NN.N%'), never a new line per update;
 #   through a pipe: plain lines, at most one every 5 s, then "in sync: db" and exit 0, and at
 #     that moment both copies have the same sha256;
@@ -29,7 +29,7 @@ same_copies() {
 	[[ $(sha256sum <"$(backing alpha)") == "$(sha256sum <"$(backing beta)")" ]]
 }
 
-PAIR_BLANK=1 PAIR_EXTRA="resync-rate-max 8M" pair_setup sync 128M
+PAIR_BLANK=1 PAIR_EXTRA="resync-rate-max 4M" pair_setup sync 128M
 pair_report_logs
 ws alpha db --timeout 30
 assert_eq "$WS_RC" 0 "wait-sync on a blank pair (stderr: $WS_ERR)"
@@ -51,13 +51,13 @@ same_copies && fail "the copies are already the same with the path down"
 
 path_up 1
 wait_repl alpha link SyncSource 10
-script -qec "timeout 20 '$HAKCTL' --control '$WORK/beta.ctl' wait-sync db --timeout 1" \
+script -qec "timeout 20 '$HAKCTL' --control '$WORK/beta.ctl' wait-sync db --timeout 2" \
 	/dev/null >"$WORK/tty.out" 2>&1 </dev/null && rc=0 || rc=$?
 tty_out=$(cat "$WORK/tty.out")
-assert_eq "$rc" 4 "wait-sync --timeout 1 on a terminal during the resync (output: $tty_out)"
+assert_eq "$rc" 4 "wait-sync --timeout 2 on a terminal during the resync (output: $tty_out)"
 # redrawn in place: several carriage returns, each followed by the bar and a percentage
 n=$(grep -o $'\r\[[#-]*\] *[0-9.]*%' "$WORK/tty.out" | wc -l)
-((n >= 2)) || fail "the progress bar was drawn $n times in 1 s on a terminal: $(od -c "$WORK/tty.out" | head -20)"
+((n >= 2)) || fail "the progress bar was drawn $n times in 2 s on a terminal: $(od -c "$WORK/tty.out" | head -20)"
 assert_contains "$tty_out" "MiB/s, ETA" "the terminal's progress bar"
 assert_contains "$tty_out" "(db: SyncTarget, disk Inconsistent, peer UpToDate)" \
 	"the terminal's progress bar"
@@ -78,11 +78,11 @@ log "wait-sync returned after ${secs}s: $WS_OUT"
 [[ $WS_OUT != *$'\r'* ]] || fail "a carriage return in wait-sync's output through a pipe"
 last=$(tail -n 1 <<<"$WS_OUT")
 [[ $last =~ ^in\ sync:\ db\ \(after\ [0-9.]+\ s\)$ ]] || fail "wait-sync's last line: $last"
+# a progress line: wait-sync saw the resync unfinished, and waited for its end
 progress=$(grep -c '^wait-sync: [0-9.]*% resynced, ' <<<"$WS_OUT" || true)
-((progress >= 1)) || fail "no progress line through a pipe: $WS_OUT"
+((progress >= 1)) || fail "no progress line through a pipe (the resync ended too early?): $WS_OUT"
 max=$(awk -v s="$secs" 'BEGIN {printf "%d", s / 5 + 1}')
 assert_le "$progress" "$max" "progress lines in ${secs}s (one every 5 s at most)"
-((secs_i = ${secs%.*}, secs_i >= 2)) || fail "the resync took only ${secs}s; throttle it more"
 
 hk beta disconnect db >/dev/null || fail "disconnecting beta failed"
 ws beta db --timeout 30
