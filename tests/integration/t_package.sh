@@ -10,7 +10,8 @@
 #   the .rpm holds the same files at the RPM places, and its %pre creates the group;
 #   a two-node pair runs FROM THE EXTRACTED FILES (dpkg -x: usr/sbin/hakd and hakctl, the
 #   example etc/hak/hak.conf.example adapted to the namespaces, checked by the packaged
-#   hakctl check-config): initial sync, 32 MiB of random data written on the primary,
+#   hakctl check-config): wait-sync exits 5 while neither fresh disk is UpToDate, then the
+#   initial sync, 32 MiB of random data written on the primary,
 #   hakctl wait-sync, and both copies have the same sha256, the data's.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -150,6 +151,12 @@ done
 node_start alpha
 node_start beta
 wait_repl alpha link Connected 20
+# two fresh disks, neither UpToDate: wait-sync says it cannot end without the operator
+rc=0
+out=$(hk beta wait-sync --timeout 30 2>&1) || rc=$?
+assert_eq "$rc" 5 "the packaged wait-sync before the first promotion ($out)"
+assert_contains "$out" "neither copy of volume db is UpToDate (Inconsistent here, Inconsistent on the peer); promote the reference copy with 'hakctl primary db --force'" \
+	"the packaged wait-sync's reason"
 hk alpha primary db --force >/dev/null || fail "promoting alpha failed"
 out=$(hk alpha wait-sync db --timeout 60) || fail "wait-sync after the initial sync: $out"
 head -c 32M /dev/urandom >"$WORK/data"
