@@ -6,7 +6,8 @@
 #     good section after them: three errors, nothing about the good one;
 #   sections: a typo in a key, a bad duration, a bad size, a relative path and a missing key;
 #   whole file: checks between sections (control socket reused, fencing without fence-hook,
-#     too few heartbeat paths, two volumes on one port);
+#     too few heartbeat paths on each node, quorum no without fence-hook, deadtime too short,
+#     two volumes on one port);
 #   hakd refuses the same files and names the first error, as before;
 #   the shipped etc/hak.conf passes; an unreadable file is one error.
 # shellcheck source=tests/integration/lib.sh
@@ -99,6 +100,9 @@ node beta {
 }
 cluster {
     auth-key-file /etc/hak/cluster.key
+    heartbeat-interval 200ms
+    deadtime 300ms
+    quorum no
 }
 volume db {
     backing /var/lib/hak/db.img
@@ -111,12 +115,16 @@ volume wal {
 }
 CONF
 check "$F" 1
-want="$F:15:16: nbd-socket of volume 'db' is the control socket '/run/hak/hakd.sock'; use another path.
-$F:20:13: fencing resource-and-stonith of volume 'wal' needs a fence-hook in the cluster section to power the peer off.
-$F:4:1: Node 'alpha' has 0 heartbeat paths; the cluster needs at least two (for example the replication and the service network), so one failed link does not look like a dead peer: write 'heartbeat-address IP:PORT IP:PORT'.
-$F:17:1: Volume 'wal' has the same replication-port-offset 0 as volume 'db' (line 13); with nodes, each volume needs its own port, so give each a different offset."
+hb="heartbeat paths; the cluster needs at least two (for example the replication and the service network), so one failed link does not look like a dead peer: write 'heartbeat-address IP:PORT IP:PORT'."
+want="$F:18:16: nbd-socket of volume 'db' is the control socket '/run/hak/hakd.sock'; use another path.
+$F:23:13: fencing resource-and-stonith of volume 'wal' needs a fence-hook in the cluster section to power the peer off.
+$F:4:1: Node 'alpha' has 0 $hb
+$F:7:1: Node 'beta' has 0 $hb
+$F:14:12: quorum no needs a fence-hook: without the witness's vote only a successful fence may let a node promote; add fence-hook PATH.
+$F:13:14: deadtime 0.3s must be more than twice heartbeat-interval 0.2s, or one late packet would declare the peer dead; raise deadtime.
+$F:20:1: Volume 'wal' has the same replication-port-offset 0 as volume 'db' (line 16); with nodes, each volume needs its own port, so give each a different offset."
 assert_eq "$OUT" "$want" "check-config's errors of $F"
-assert_eq "$ERR" "hakctl check-config: $F has 4 errors." "check-config's summary"
+assert_eq "$ERR" "hakctl check-config: $F has 7 errors." "check-config's summary"
 rc=0
 out=$(timeout 20 "$HAKD" --config "$F" --foreground 2>&1) || rc=$?
 assert_eq "$rc" 1 "hakd's exit status with $F"
