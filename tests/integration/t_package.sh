@@ -55,12 +55,13 @@ want+="
 ./usr/sbin/hakd
 ./usr/share/bash-completion/completions/hakctl
 ./usr/share/doc/hak/changelog.gz
-./usr/share/doc/hak/copyright
-./usr/share/man/man5/hak.conf.5.gz
-./usr/share/man/man8/hakctl.8.gz
-./usr/share/man/man8/hakd.8.gz"
-for m in "$REPO"/docs/*.8; do
-	case $(basename "$m") in hakctl.8 | hakd.8) ;; *) want+=$'\n'"./usr/share/man/man8/$(basename "$m").gz" ;; esac
+./usr/share/doc/hak/copyright"
+# every manual page of docs/ (hakd.8, hakctl.8, hak-attach.8, hak.conf.5, and any added later)
+for m in "$REPO"/docs/*.[58]; do
+	want+=$'\n'"./usr/share/man/man${m##*.}/$(basename "$m").gz"
+done
+for m in hakd.8 hakctl.8 hak-attach.8 hak.conf.5; do
+	[[ $want == *"/$m.gz"* ]] || fail "docs/$m is missing"
 done
 want=$(LC_ALL=C sort <<<"$want")
 got=$(dpkg-deb -c "$DEB" | awk '$1 !~ /^d/ {print $6}' | LC_ALL=C sort)
