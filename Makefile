@@ -1,10 +1,14 @@
 # hak — one plain Makefile. Two build flavours share the rules:
 #   build/rel   optimised binaries (make all, make install, make bench, make demo)
 #   build/asan  ASan+UBSan binaries used by make check
-# Targets: all check demo install fuzz bench deps format clean
+# Targets: all check demo install deb rpm fuzz bench deps format clean
 
 PREFIX    ?= /usr/local
 DESTDIR   ?=
+# The Debian package puts the units in /lib/systemd/system (bookworm's place for packages).
+UNITDIR   ?= $(PREFIX)/lib/systemd/system
+COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
+OCFDIR    ?= $(PREFIX)/lib/ocf/resource.d/hak
 BUILD     ?= build/rel
 SAN       ?= 0
 CC        ?= gcc
@@ -25,7 +29,8 @@ LDFLAGS   += -fsanitize=address,undefined
 endif
 # Includes name their folder: "lib/buf.h", "repl/ship.h" (daemon/), <hak/wire.h> (include/).
 INCLUDES  := -I. -Idaemon -Iinclude
-ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(CFLAGS)
+# CPPFLAGS: the packages' hardening (-D_FORTIFY_SOURCE) comes that way.
+ALL_CFLAGS := -std=gnu11 $(WARN) -D_GNU_SOURCE $(INCLUDES) $(PKG_CFLAGS) $(CPPFLAGS) $(CFLAGS)
 LIBS      := $(PKG_LIBS) -lev -lpthread -lm
 
 # Quiet build lines ("CC daemon/repl/ship.o"); V=1 prints the full commands.
@@ -55,8 +60,8 @@ TOOL_BIN   := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(TOOL_SRC))
 
 BINS := $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach
 
-.PHONY: all bins check check-kernel lint unit integration demo install fuzz fuzz-replay bench deps \
-	format clean
+.PHONY: all bins check check-kernel lint unit integration demo install deb rpm fuzz fuzz-replay \
+	bench deps format clean
 
 all: bins
 
@@ -185,15 +190,56 @@ bench: deps bins
 	bench/replication.sh
 	bench/failover.sh
 
-install: bins
+# Every unit in packaging/ (hakd's, the witness's) and the Pacemaker agent when it is there. The
+# test tools are not installed, so only the three binaries are built for it.
+install: $(BINS)
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 \
-		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)/etc/hak $(DESTDIR)$(PREFIX)/lib/systemd/system
+		$(DESTDIR)$(PREFIX)/share/man/man5 $(DESTDIR)/etc/hak $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(COMPLETIONDIR)
 	install -m 0755 $(BUILD)/hakd $(BUILD)/hakctl $(BUILD)/hak-attach $(DESTDIR)$(PREFIX)/sbin/
 	install -m 0644 docs/*.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 	install -m 0644 docs/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
-	install -m 0644 packaging/hakd.service packaging/hak-witness.service \
-		$(DESTDIR)$(PREFIX)/lib/systemd/system/
+	install -m 0644 $(wildcard packaging/*.service) $(DESTDIR)$(UNITDIR)/
+	install -m 0644 packaging/completion/hakctl $(DESTDIR)$(COMPLETIONDIR)/hakctl
+	if [ -f packaging/ocf/hak ]; then install -D -m 0755 packaging/ocf/hak \
+		$(DESTDIR)$(OCFDIR)/hak; fi
+
+# ---- packages ----------------------------------------------------------------------------
+# Both build from a copy of the source tree (the files git knows, committed or not), never
+# from this one: make deb puts packaging/debian at the copy's top as debian/ and runs
+# dpkg-buildpackage there (the release build, without the test suite), make rpm makes the
+# tarball rpmbuild wants. Results: build/deb/hak_VERSION_ARCH.deb, build/rpm/RPMS/ARCH/.
+VERSION := $(shell sed -n 's/^\#define HAK_VERSION "\(.*\)"/\1/p' include/hak/version.h)
+DEB_SRC := build/deb/hak-$(VERSION)
+RPM_TOP := $(CURDIR)/build/rpm
+# copy_tree DIR: a clean copy of the source files in DIR: those git knows, committed or not,
+# or, outside a git checkout, every file but build/.
+copy_tree = rm -rf $(1) && mkdir -p $(1) && \
+	{ git ls-files -co --exclude-standard -z 2>/dev/null || \
+	  find . -path ./build -prune -o -path ./.git -prune -o -type f -printf '%P\0'; } | \
+	grep -zv '^build/' | tar --null --ignore-failed-read -T - -cf - | tar -C $(1) -xf -
+
+deb:
+	@v=$$(dpkg-parsechangelog -l packaging/debian/changelog -S Version); \
+	  [ "$$v" = "$(VERSION)" ] || { echo "deb: packaging/debian/changelog is at $$v but" \
+	  "include/hak/version.h says $(VERSION); add a changelog entry." >&2; exit 1; }
+	rm -rf build/deb
+	$(call copy_tree,$(DEB_SRC))
+	cp -r packaging/debian $(DEB_SRC)/debian
+	cd $(DEB_SRC) && DEB_BUILD_OPTIONS="nocheck parallel=2" dpkg-buildpackage -us -uc -b
+	@ls build/deb/*.deb
+
+# Debian's rpm cannot see the BuildRequires, which name Fedora's packages: --nodeps.
+rpm:
+	rm -rf $(RPM_TOP)
+	mkdir -p $(RPM_TOP)/SOURCES
+	$(call copy_tree,$(RPM_TOP)/hak-$(VERSION))
+	tar -C $(RPM_TOP) -czf $(RPM_TOP)/SOURCES/hak-$(VERSION).tar.gz hak-$(VERSION)
+	rm -rf $(RPM_TOP)/hak-$(VERSION)
+	rpmbuild -bb --nodeps --define "_topdir $(RPM_TOP)" --define "hak_version $(VERSION)" \
+		packaging/rpm/hak.spec
+	@ls $(RPM_TOP)/RPMS/*/*.rpm
 
 FORMAT_SRC = $(sort $(shell find lib daemon cli kmod-shim include tests/unit tests/fuzz tests/tools \
 	-name '*.[ch]'))

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <grp.h>
 #include <libgen.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "conf/config.h"
+#include "lib/clock.h"
 #include "lib/usock.h"
 
 /* The group of path when bits open it to a group other than root's: 0, or -1. */
@@ -63,6 +65,12 @@ int ctl_connect(const char *sock)
 
 json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 {
+	return ctl_call_timeout(sock, req, -1, exit_code);
+}
+
+json_t *ctl_call_timeout(const char *sock, json_t *req, int timeout_ms, int *exit_code)
+{
+	double deadline = clock_mono() + timeout_ms / 1000.0;
 	char *line = NULL, *buf = NULL;
 	size_t len = 0, cap = 0;
 	json_t *resp = NULL;
@@ -89,6 +97,18 @@ json_t *ctl_call(const char *sock, json_t *req, int *exit_code)
 			if (!nb)
 				goto out;
 			buf = nb;
+		}
+		if (timeout_ms >= 0) {
+			struct pollfd pfd = {.fd = fd, .events = POLLIN};
+			int left = (int)((deadline - clock_mono()) * 1000.0);
+			int pr = left > 0 ? poll(&pfd, 1, left) : 0;
+			if (pr < 0 && errno == EINTR)
+				continue;
+			if (pr <= 0) {
+				fprintf(stderr, "hakctl: hakd at %s did not answer within %d ms.\n",
+				        sock, timeout_ms);
+				goto out;
+			}
 		}
 		ssize_t r = read(fd, buf + len, cap - len);
 		if (r <= 0 && send_err) {

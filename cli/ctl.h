@@ -8,7 +8,13 @@
 #include <jansson.h>
 
 /* hakctl's exit codes. */
-enum { EXIT_USAGE = 1, EXIT_UNREACHABLE = 2, EXIT_DAEMON = 3, EXIT_TIMEOUT = 4 };
+enum {
+	EXIT_USAGE = 1,
+	EXIT_UNREACHABLE = 2,
+	EXIT_DAEMON = 3,
+	EXIT_TIMEOUT = 4,
+	EXIT_NOSYNC = 5, /* wait-sync: a volume cannot get in sync without the operator */
+};
 
 /* A socket connected to the hakd listening on sock, or -1 after a sentence on stderr. */
 int ctl_connect(const char *sock);
@@ -18,5 +24,8 @@ int ctl_connect(const char *sock);
  * refused); *exit_code is 0 on success.
  */
 json_t *ctl_call(const char *sock, json_t *req, int *exit_code);
+/* ctl_call() that gives up (EXIT_UNREACHABLE, a sentence on stderr) when no answer came within
+ * timeout_ms; -1 waits as long as it takes. */
+json_t *ctl_call_timeout(const char *sock, json_t *req, int timeout_ms, int *exit_code);
 
 #endif

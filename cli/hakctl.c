@@ -25,8 +25,10 @@
 #include "lib/clock.h"
 #include "meta/al.h"
 #include "conf/config.h"
+#include "checkconf.h"
 #include "ctl.h"
 #include "drill.h"
+#include "waitsync.h"
 #include "meta/meta.h"
 
 struct cli {
@@ -71,9 +73,14 @@ static void usage(FILE *f)
 	    "                             it: ssh -L /tmp/peer.ctl:/run/hak/hakd.sock PEER\n"
 	    "  reload                     re-read the configuration file: apply what can change\n"
 	    "                             live, name what needs a restart (exit 3 then)\n"
+	    "  wait-sync [VOL] [--timeout S]  wait until VOL (default: every volume) is in sync\n"
+	    "                             on both nodes, showing the resync's progress; exit 4\n"
+	    "                             on timeout, 5 when it cannot sync without the operator\n"
+	    "  check-config FILE          report every error of a configuration file (offline)\n"
 	    "  version                    versions of hakctl and of the running hakd\n"
 	    "\n"
-	    "status, events and version only read: members of hakd's control-group may run\n"
+	    "status, events, wait-sync and version only read: members of hakd's control-group may "
+	    "run\n"
 	    "them. Every other command that talks to hakd changes its state and needs root.\n"
 	    "\n"
 	    "  --control SOCK    hakd's control socket (default %s)\n"
@@ -821,17 +828,33 @@ static int cmd_drill(const struct cli *c, int argc, char **argv)
 	return drill_run(c->control, c->json, argc, argv);
 }
 
+static int cmd_wait_sync(const struct cli *c, int argc, char **argv)
+{
+	return waitsync_run(c->control, argc, argv);
+}
+
+static int cmd_check_config(const struct cli *c, int argc, char **argv)
+{
+	(void)c;
+	return checkconf_run(argc, argv);
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(const struct cli *c, int argc, char **argv);
 } commands[] = {
-    {"status", cmd_status},      {"version", cmd_version},     {"primary", cmd_role},
-    {"secondary", cmd_role},     {"connect", cmd_role},        {"disconnect", cmd_role},
-    {"resolve", cmd_role},       {"create-md", cmd_create_md}, {"dump-md", cmd_dump_md},
-    {"group", cmd_group},        {"events", cmd_events},       {"verify", cmd_role},
-    {"attach", cmd_disk},        {"detach", cmd_disk},         {"resync", cmd_resync},
-    {"switchover", cmd_cluster}, {"standby", cmd_cluster},     {"unstandby", cmd_cluster},
-    {"failover", cmd_cluster},   {"drill", cmd_drill},         {"reload", cmd_reload},
+    {"status", cmd_status},       {"version", cmd_version},
+    {"primary", cmd_role},        {"secondary", cmd_role},
+    {"connect", cmd_role},        {"disconnect", cmd_role},
+    {"resolve", cmd_role},        {"create-md", cmd_create_md},
+    {"dump-md", cmd_dump_md},     {"group", cmd_group},
+    {"events", cmd_events},       {"verify", cmd_role},
+    {"attach", cmd_disk},         {"detach", cmd_disk},
+    {"resync", cmd_resync},       {"switchover", cmd_cluster},
+    {"standby", cmd_cluster},     {"unstandby", cmd_cluster},
+    {"failover", cmd_cluster},    {"drill", cmd_drill},
+    {"wait-sync", cmd_wait_sync}, {"check-config", cmd_check_config},
+    {"reload", cmd_reload},
 };
 
 int main(int argc, char **argv)

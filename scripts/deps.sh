@@ -30,6 +30,10 @@ PACKAGES=(
 	# hakd's Type=notify and watchdog (sd_notify), and t_systemd: a real systemd booted in a
 	# container of this host's tree (systemd-nspawn)
 	libsystemd-dev systemd systemd-container
+	# make deb / make rpm and t_package: dpkg-buildpackage with debhelper (compat 13), lintian,
+	# Debian's rpmbuild; libsystemd-dev is in the package's Build-Depends; bash-completion
+	# for t_completion's _filedir and the completion file's home
+	debhelper dpkg-dev fakeroot lintian rpm bash-completion
 )
 
 missing=()

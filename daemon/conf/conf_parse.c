@@ -66,21 +66,36 @@ void conf_parse_init(struct conf_parse *cp, const char *name, char *err, size_t 
 		err[0] = '\0';
 }
 
-/* ---- errors: the first one wins, later ones are usually consequences of it ---- */
+void conf_parse_collect(struct conf_parse *cp, conf_parse_report_fn fn, void *arg)
+{
+	cp->report = fn;
+	cp->report_arg = arg;
+}
+
+/* ---- errors: the buffer keeps the first one, the collector hears them all ---- */
+
+/* The longest message is the list of a section's valid keys: well under this. */
+#define CONF_PARSE_MSG_MAX 2048u
 
 int conf_parse_error(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt, ...)
 {
+	char msg[CONF_PARSE_MSG_MAX];
 	va_list ap;
 	int n;
 
-	if (cp->failed || !cp->err || cp->errlen == 0)
+	cp->n_errors++;
+	if (cp->failed && !cp->report)
 		goto out;
-	n = snprintf(cp->err, cp->errlen, "%s:%u:%u: ", cp->name, line, col);
-	if (n < 0 || (size_t)n >= cp->errlen)
+	n = snprintf(msg, sizeof(msg), "%s:%u:%u: ", cp->name, line, col);
+	if (n < 0 || (size_t)n >= sizeof(msg))
 		goto out;
 	va_start(ap, fmt);
-	vsnprintf(cp->err + n, cp->errlen - (size_t)n, fmt, ap);
+	vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
 	va_end(ap);
+	if (!cp->failed && cp->err && cp->errlen)
+		snprintf(cp->err, cp->errlen, "%s", msg);
+	if (cp->report)
+		cp->report(cp->report_arg, msg);
 out:
 	cp->failed = 1;
 	return -1;
@@ -88,9 +103,14 @@ out:
 
 int conf_parse_oom(struct conf_parse *cp)
 {
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%s: out of memory while reading the configuration.", cp->name);
 	if (!cp->failed && cp->err && cp->errlen)
-		snprintf(cp->err, cp->errlen, "%s: out of memory while reading the configuration.",
-		         cp->name);
+		snprintf(cp->err, cp->errlen, "%s", msg);
+	if (cp->report && !cp->enomem)
+		cp->report(cp->report_arg, msg);
+	cp->n_errors++;
 	cp->failed = 1;
 	cp->enomem = 1;
 	return -1;
@@ -113,6 +133,7 @@ struct lexer {
 	unsigned line, col;
 	struct token peek;
 	int has_peek;
+	int fatal; /* an error that leaves nothing to go on (nesting too deep) */
 };
 
 /*
@@ -326,23 +347,74 @@ static struct conf_block *block_new(struct conf_parse *cp, const struct token *t
 
 static int parse_body(struct lexer *lx, struct conf_block *blk, unsigned depth);
 
+/* A block that is parsed but not linked into the tree, so its '}' still balances its '{'. */
+static int parse_detached(struct lexer *lx, const char *type, unsigned line, unsigned col,
+                          unsigned depth)
+{
+	struct conf_block *b;
+
+	if (depth >= CONF_PARSE_MAX_DEPTH) {
+		lx->fatal = 1;
+		return conf_parse_error(lx->cp, line, col,
+		                        "Sections are nested more than %u deep; is a '}' missing?",
+		                        CONF_PARSE_MAX_DEPTH);
+	}
+	b = block_new(lx->cp, NULL);
+	if (!b)
+		return conf_parse_oom(lx->cp);
+	b->type = type;
+	b->line = line;
+	b->col = col;
+	return parse_body(lx, b, depth + 1);
+}
+
+/*
+ * After a mistake inside a statement (first: its first word, if known), the rest of its line is
+ * dropped and blk marked damaged. A '{' or '}' ending the dropped text still opens (a detached
+ * block) or closes a block, so that one bad line does not unbalance the rest of the file.
+ * Returns 0 to go on, 1 when blk was closed, -1 when nothing can go on.
+ */
+static int parse_recover(struct lexer *lx, struct conf_block *blk, const struct token *first,
+                         unsigned depth)
+{
+	unsigned line = first ? first->line : lx->line, col = first ? first->col : lx->col;
+	char last = 0;
+
+	if (lx->fatal || lx->cp->enomem)
+		return -1;
+	blk->damaged = 1;
+	lx->has_peek = 0;
+	while (lx->p < lx->end && *lx->p != '\n' && *lx->p != '#') {
+		if (*lx->p != ' ' && *lx->p != '\t' && *lx->p != '\r')
+			last = *lx->p;
+		lex_advance(lx);
+	}
+	if (last == '}')
+		return blk->type ? 1 : 0;
+	if (last == '{')
+		return parse_detached(lx, first ? first->text : "unnamed", line, col, depth);
+	return 0;
+}
+
 static int parse_open_block(struct lexer *lx, struct conf_block *parent, const struct token *first,
                             const struct conf_value *vals, unsigned n_vals, unsigned depth)
 {
 	struct conf_block *b;
 
-	if (n_vals > 1)
-		return conf_parse_error(
-		    lx->cp, vals->next->line, vals->next->col,
-		    "Too many words in the section header; write '%.80s NAME {'.", first->text);
-	if (depth >= CONF_PARSE_MAX_DEPTH)
+	if (n_vals > 1) /* goes on with the first word as the name */
+		conf_parse_error(lx->cp, vals->next->line, vals->next->col,
+		                 "Too many words in the section header; write '%.80s NAME {'.",
+		                 first->text);
+	if (depth >= CONF_PARSE_MAX_DEPTH) {
+		lx->fatal = 1;
 		return conf_parse_error(lx->cp, first->line, first->col,
 		                        "Sections are nested more than %u deep; is a '}' missing?",
 		                        CONF_PARSE_MAX_DEPTH);
+	}
 	b = block_new(lx->cp, first);
 	if (!b)
 		return conf_parse_oom(lx->cp);
-	if (n_vals == 1) {
+	if (n_vals >= 1) {
 		b->name = vals->text;
 		b->name_line = vals->line;
 		b->name_col = vals->col;
@@ -381,7 +453,10 @@ static int parse_values(struct lexer *lx, const struct token *first, struct conf
 	}
 }
 
-/* A statement is KEY VALUE... ending at a newline, ';', '}' or end of file, or a block header. */
+/*
+ * A statement is KEY VALUE... ending at a newline, ';', '}' or end of file, or a block header.
+ * Returns like parse_recover().
+ */
 static int parse_statement(struct lexer *lx, struct conf_block *blk, const struct token *first,
                            unsigned depth)
 {
@@ -391,22 +466,24 @@ static int parse_statement(struct lexer *lx, struct conf_block *blk, const struc
 	struct token t;
 
 	if (parse_values(lx, first, &vals, &n, &t) < 0)
-		return -1;
+		return parse_recover(lx, blk, first, depth);
 	if (t.type == T_LBRACE)
 		return parse_open_block(lx, blk, first, vals, n, depth);
 	if (t.type == T_RBRACE || t.type == T_EOF)
 		lex_unget(lx, &t);
 	if (!blk->type) {
 		if (lx->is_section && lx->is_section(first->text))
-			return conf_parse_error(
+			conf_parse_error(
 			    lx->cp, first->line, first->col,
 			    "The '%s' section header must end with '{' on the same line.",
 			    first->text);
-		return conf_parse_error(
-		    lx->cp, first->line, first->col,
-		    "'%.80s' is outside any section; put keys inside 'global {' "
-		    "or 'volume NAME {'.",
-		    first->text);
+		else
+			conf_parse_error(
+			    lx->cp, first->line, first->col,
+			    "'%.80s' is outside any section; put keys inside 'global {' "
+			    "or 'volume NAME {'.",
+			    first->text);
+		return 0;
 	}
 	d = conf_parse_alloc(lx->cp, sizeof(*d));
 	if (!d)
@@ -421,52 +498,64 @@ static int parse_statement(struct lexer *lx, struct conf_block *blk, const struc
 	return 0;
 }
 
-/* Statements until the block's '}' (or end of file for the root). */
+/*
+ * Statements until the block's '}' (or end of file for the root). Returns 0, or -1 when nothing
+ * can go on; every other mistake is reported and parsing goes on after it.
+ */
 static int parse_body(struct lexer *lx, struct conf_block *blk, unsigned depth)
 {
 	struct token t;
+	int rc = 0;
 
-	for (;;) {
-		if (lex_next(lx, &t) < 0)
-			return -1;
+	while (rc == 0) {
+		if (lex_next(lx, &t) < 0) {
+			rc = parse_recover(lx, blk, NULL, depth);
+			continue;
+		}
 		switch (t.type) {
 		case T_NL:
 		case T_SEMI:
 			break;
 		case T_EOF:
-			if (!blk->type)
-				return 0;
-			return conf_parse_error(
-			    lx->cp, blk->line, blk->col,
-			    "Unbalanced braces: this '%s' section is never closed; add a '}' "
-			    "on its own line at its end.",
-			    blk->type);
+			if (blk->type) /* the enclosing bodies see the end too, and say so */
+				conf_parse_error(
+				    lx->cp, blk->line, blk->col,
+				    "Unbalanced braces: this '%s' section is never closed; "
+				    "add a '}' on its own line at its end.",
+				    blk->type);
+			return 0;
 		case T_RBRACE:
 			if (blk->type)
 				return 0;
-			return conf_parse_error(lx->cp, t.line, t.col,
-			                        "Unbalanced braces: '}' without a matching '{'.");
+			conf_parse_error(lx->cp, t.line, t.col,
+			                 "Unbalanced braces: '}' without a matching '{'.");
+			break;
 		case T_LBRACE:
-			return conf_parse_error(
+			conf_parse_error(
 			    lx->cp, t.line, t.col,
-			    "'{' without a section name before it; write 'volume NAME {' or "
-			    "'global {'.");
+			    "'{' without a section name before it; write 'volume NAME {' "
+			    "or 'global {'.");
+			rc = parse_detached(lx, "unnamed", t.line, t.col, depth);
+			break;
 		case T_STRING:
-			return conf_parse_error(
+			conf_parse_error(
 			    lx->cp, t.line, t.col,
 			    "Expected a key or section name here, not a quoted string.");
+			rc = parse_recover(lx, blk, NULL, depth);
+			break;
 		case T_WORD:
-			if (parse_statement(lx, blk, &t, depth) < 0)
-				return -1;
+			rc = parse_statement(lx, blk, &t, depth);
 			break;
 		}
 	}
+	return rc < 0 ? -1 : 0;
 }
 
 int conf_parse_text(struct conf_parse *cp, const char *text, size_t len,
                     int (*is_section)(const char *word), struct conf_block **root)
 {
 	struct lexer lx = {.cp = cp, .is_section = is_section, .line = 1, .col = 1};
+	unsigned errors = cp->n_errors;
 	struct conf_block *r;
 
 	*root = NULL;
@@ -482,7 +571,7 @@ int conf_parse_text(struct conf_parse *cp, const char *text, size_t len,
 	if (parse_body(&lx, r, 0) < 0)
 		return -1;
 	*root = r;
-	return 0;
+	return cp->n_errors == errors ? 0 : -1;
 }
 
 /* ---- tree helpers ---- */

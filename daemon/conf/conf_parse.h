@@ -2,9 +2,14 @@
 /*
  * The syntax of hak.conf, without its meaning: text becomes a tree of blocks and directives that
  * remember their line and column. Also here, because every schema check needs them: the value
- * forms shared by many keys (sizes, durations, booleans, HOST:PORT), the first-error-wins error
- * reporting that gives every message the form "NAME:LINE:COL: sentence.", and a table of values
- * that must be unique. config.c gives the tree its meaning.
+ * forms shared by many keys (sizes, durations, booleans, HOST:PORT), the error reporting that
+ * gives every message the form "NAME:LINE:COL: sentence.", and a table of values that must be
+ * unique. config.c gives the tree its meaning.
+ *
+ * Errors: the error buffer keeps the first one (hakd refuses to start on it). The parser and the
+ * schema walk go on after an error where they can tell what comes next (the parser drops the
+ * rest of a bad line, the walk the bad directive or section), so that a collector set with
+ * conf_parse_collect() hears every error of the file, in the order found (hakctl check-config).
  *
  * Syntax:
  *   # comment to end of line
@@ -46,6 +51,8 @@ struct conf_block {
 	const char *type; /* NULL for the root (the file itself) */
 	const char *name; /* NULL when the header has no name */
 	unsigned line, col, name_line, name_col;
+	int damaged; /* a statement of it was dropped after a syntax error: a key that seems
+	              * missing may be on that line, so its absence is not reported */
 	struct conf_directive *dirs, **dirs_tail;
 	struct conf_block *children, **children_tail;
 };
@@ -53,13 +60,19 @@ struct conf_block {
 struct conf_arena_chunk;
 struct conf_uniq_entry;
 
+/* Hears one error, "NAME:LINE:COL: sentence." */
+typedef void (*conf_parse_report_fn)(void *arg, const char *message);
+
 /* One parse: the error buffer, the arena holding the tree, the uniqueness table. */
 struct conf_parse {
 	const char *name; /* the file name used in messages */
 	char *err;
 	size_t errlen;
-	int failed; /* an error was reported; only the first one is kept */
-	int enomem; /* that error was running out of memory */
+	int failed;                  /* an error was reported; the buffer keeps the first one */
+	int enomem;                  /* memory ran out: nothing goes on after that */
+	unsigned n_errors;           /* errors reported so far */
+	conf_parse_report_fn report; /* NULL, or hears every error */
+	void *report_arg;
 	/* private to conf_parse.c */
 	struct conf_arena_chunk *arena;
 	struct conf_uniq_entry *uniq;
@@ -67,17 +80,22 @@ struct conf_parse {
 };
 
 void conf_parse_init(struct conf_parse *cp, const char *name, char *err, size_t errlen);
+/* After conf_parse_init(): fn(arg, message) hears every error, not only the first. */
+void conf_parse_collect(struct conf_parse *cp, conf_parse_report_fn fn, void *arg);
 /*
  * Parses len bytes of text (no NUL terminator needed; text may be NULL when len is 0) into
  * *root. is_section(word) tells whether a word that starts a line without a '{' after it is a
- * section type, only to explain that mistake better. Returns 0, or -1 after an error.
+ * section type, only to explain that mistake better. Returns 0, or -1 after an error; then
+ * *root is still the tree without the bad statements, unless the error left nothing to go on
+ * (out of memory, NUL bytes, an overlong line or file, nesting too deep): then NULL.
  */
 int conf_parse_text(struct conf_parse *cp, const char *text, size_t len,
                     int (*is_section)(const char *word), struct conf_block **root);
 /* Frees the tree and everything conf_parse_alloc() returned. */
 void conf_parse_free(struct conf_parse *cp);
 
-/* Reports "NAME:LINE:COL: message" unless an error was reported before; always returns -1. */
+/* Reports "NAME:LINE:COL: message": to the collector, and into the buffer unless an error was
+ * reported before. Always returns -1. */
 int conf_parse_error(struct conf_parse *cp, unsigned line, unsigned col, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* Reports running out of memory; returns -1. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The schema walk: see conf_schema.h. Only the first error is reported, so every function here
- * returns as soon as one fails.
+ * The schema walk: see conf_schema.h. A bad directive is skipped and the walk goes on with the
+ * next; a bad section header skips the section. A section's check() runs only when its own keys
+ * and children were right, since it compares values that may not have been set.
  */
 #include "conf_schema.h"
 
@@ -356,35 +357,42 @@ static int apply_directives(const struct walk *w, const struct conf_block *blk,
                             const struct conf_section *sec, void *base)
 {
 	const struct conf_directive *seen[CONF_SCHEMA_MAX_KEYS] = {0};
+	unsigned errors = w->ps->n_errors;
 	char label[128];
 
 	conf_parse_label(blk, label, sizeof(label));
-	for (const struct conf_directive *d = blk->dirs; d; d = d->next) {
+	for (const struct conf_directive *d = blk->dirs; d && !w->ps->enomem; d = d->next) {
 		const struct conf_key *k = key_find(sec, d->key);
-		if (!k)
-			return unknown_key(w, blk, sec, d);
+		if (!k) {
+			unknown_key(w, blk, sec, d);
+			continue;
+		}
 		size_t i = (size_t)(k - sec->keys);
-		if (seen[i])
-			return conf_parse_error(
-			    w->ps, d->line, d->col,
-			    "Duplicate key '%s' in %s; it is already set at line %u.", k->key,
-			    label, seen[i]->line);
+		if (seen[i]) {
+			conf_parse_error(w->ps, d->line, d->col,
+			                 "Duplicate key '%s' in %s; it is already set at line %u.",
+			                 k->key, label, seen[i]->line);
+			continue;
+		}
 		seen[i] = d;
 		if (apply_value(w->ps, blk, k, d, base) < 0)
-			return -1;
-		if ((k->flags & CONF_UNIQUE) && check_unique(w->ps, blk, k, d->vals) < 0)
-			return -1;
+			continue;
+		if (k->flags & CONF_UNIQUE)
+			check_unique(w->ps, blk, k, d->vals);
 	}
-	return 0;
+	return w->ps->n_errors == errors ? 0 : -1;
 }
 
+/* Every missing key, unless a line of the block was dropped: the key may be on it. */
 static int check_required(struct conf_parse *ps, const struct conf_block *blk,
                           const struct conf_section *sec)
 {
-	for (size_t i = 0; i < sec->n_keys; i++)
+	int rc = 0;
+
+	for (size_t i = 0; i < sec->n_keys && !blk->damaged; i++)
 		if ((sec->keys[i].flags & CONF_REQUIRED) && !conf_parse_find(blk, sec->keys[i].key))
-			return missing_key(ps, blk, &sec->keys[i]);
-	return 0;
+			rc = missing_key(ps, blk, &sec->keys[i]);
+	return rc;
 }
 
 static int check_header(struct conf_parse *ps, const struct conf_block *blk,
@@ -462,6 +470,7 @@ static int validate_children(const struct walk *w, const struct conf_block *pare
 static int validate_section(const struct walk *w, const struct conf_block *blk,
                             const struct conf_section *sec, void *pbase)
 {
+	unsigned errors = w->ps->n_errors;
 	void *base;
 
 	if (check_header(w->ps, blk, sec) < 0)
@@ -469,10 +478,12 @@ static int validate_section(const struct walk *w, const struct conf_block *blk,
 	base = sec->open(w->ps, w->ctx, blk, pbase);
 	if (!base)
 		return -1;
-	if (apply_directives(w, blk, sec, base) < 0)
-		return -1;
+	apply_directives(w, blk, sec, base);
 	/* A misplaced section often means a missing '}': more useful to hear than a missing key. */
-	if (validate_children(w, blk, sec, base) < 0 || check_required(w->ps, blk, sec) < 0)
+	if (validate_children(w, blk, sec, base) < 0 && w->ps->enomem)
+		return -1;
+	check_required(w->ps, blk, sec);
+	if (w->ps->n_errors != errors)
 		return -1;
 	return sec->check ? sec->check(w->ps, w->ctx, blk, base) : 0;
 }
@@ -493,34 +504,43 @@ static int too_many(struct conf_parse *ps, const struct conf_block *c,
 	                        sec->type, sec->max_count);
 }
 
-/* Sections of one parent, in file order: known type, count limits, and names unique per type. */
+/*
+ * Sections of one parent, in file order: known type, count limits, and names unique per type. A
+ * section that fails one of these is skipped; the walk goes on with the next.
+ */
 static int validate_children(const struct walk *w, const struct conf_block *parent,
                              const struct conf_section *psec, void *pbase)
 {
 	unsigned counts[CONF_SCHEMA_MAX_SECTIONS] = {0};
 	const struct conf_block *first[CONF_SCHEMA_MAX_SECTIONS] = {0};
+	unsigned errors = w->ps->n_errors;
 
-	for (const struct conf_block *c = parent->children; c; c = c->next) {
+	for (const struct conf_block *c = parent->children; c && !w->ps->enomem; c = c->next) {
 		const struct conf_section *sec = section_find(w->sc, c->type, psec);
-		if (!sec)
-			return unknown_section(w, parent, c);
+		if (!sec) {
+			unknown_section(w, parent, c);
+			continue;
+		}
 		size_t i = (size_t)(sec - w->sc->sections);
-		if (counts[i] >= sec->max_count)
-			return too_many(w->ps, c, sec, first[i]);
+		if (counts[i] >= sec->max_count) {
+			too_many(w->ps, c, sec, first[i]);
+			continue;
+		}
+		const struct conf_block *o = NULL;
+		if (c->name && conf_parse_unique(w->ps, sec, c->name, c, &o) < 0)
+			break;
+		if (o) {
+			conf_parse_error(w->ps, c->name_line, c->name_col,
+			                 "Duplicate %s name '%s'; the first is at line %u.",
+			                 c->type, c->name, o->line);
+			continue;
+		}
 		if (!first[i])
 			first[i] = c;
 		counts[i]++;
-		const struct conf_block *o = NULL;
-		if (c->name && conf_parse_unique(w->ps, sec, c->name, c, &o) < 0)
-			return -1;
-		if (o)
-			return conf_parse_error(w->ps, c->name_line, c->name_col,
-			                        "Duplicate %s name '%s'; the first is at line %u.",
-			                        c->type, c->name, o->line);
-		if (validate_section(w, c, sec, pbase) < 0)
-			return -1;
+		validate_section(w, c, sec, pbase);
 	}
-	return 0;
+	return w->ps->n_errors == errors ? 0 : -1;
 }
 
 int conf_schema_validate(struct conf_parse *ps, const struct conf_schema *schema,

@@ -754,12 +754,15 @@ static int volume_check_nbd_tls(struct conf_parse *ps, const struct conf_block *
 
 static int volume_check(struct conf_parse *ps, void *ctx, const struct conf_block *blk, void *base)
 {
+	/* independent checks: each says its own mistake */
+	int rc = volume_check_sizes(ps, blk, base);
 	(void)ctx;
-	if (volume_check_sizes(ps, blk, base) < 0 || volume_check_sb(ps, blk, base) < 0 ||
-	    volume_check_al(ps, blk, base) < 0 || volume_check_tls(ps, blk, base) < 0 ||
-	    volume_check_nbd_tls(ps, blk, base) < 0)
-		return -1;
-	return volume_check_ping(ps, blk, base);
+	rc |= volume_check_sb(ps, blk, base);
+	rc |= volume_check_al(ps, blk, base);
+	rc |= volume_check_tls(ps, blk, base);
+	rc |= volume_check_nbd_tls(ps, blk, base);
+	rc |= volume_check_ping(ps, blk, base);
+	return rc;
 }
 
 /* ---- public API ---- */
@@ -790,8 +793,13 @@ struct hak_config *config_new_default(void)
 	return cfg;
 }
 
-int config_parse(const char *text, size_t len, const char *name, struct hak_config **out, char *err,
-                 size_t errlen)
+/*
+ * The whole-file checks compare sections with each other and index the volumes by their blocks,
+ * so they run only once every section is right.
+ */
+static int config_parse_report(const char *text, size_t len, const char *name,
+                               struct hak_config **out, char *err, size_t errlen,
+                               conf_parse_report_fn report, void *arg)
 {
 	struct conf_parse ps;
 	struct hak_config *cfg = NULL;
@@ -800,14 +808,16 @@ int config_parse(const char *text, size_t len, const char *name, struct hak_conf
 
 	*out = NULL;
 	conf_parse_init(&ps, name, err, errlen);
-	if (conf_parse_text(&ps, text, len, is_top_section, &root) < 0)
+	conf_parse_collect(&ps, report, arg);
+	conf_parse_text(&ps, text, len, is_top_section, &root);
+	if (!root)
 		goto out;
 	cfg = config_new_default();
 	if (!cfg || !(cfg->file = strdup(ps.name))) {
 		conf_parse_oom(&ps);
 		goto out;
 	}
-	if (conf_schema_validate(&ps, &schema, root, cfg) < 0 ||
+	if (conf_schema_validate(&ps, &schema, root, cfg) < 0 || ps.n_errors ||
 	    config_check_file(&ps, cfg, root) < 0)
 		goto out;
 	*out = cfg;
@@ -821,7 +831,14 @@ out:
 	return ret;
 }
 
-int config_load(const char *path, struct hak_config **out, char *err, size_t errlen)
+int config_parse(const char *text, size_t len, const char *name, struct hak_config **out, char *err,
+                 size_t errlen)
+{
+	return config_parse_report(text, len, name, out, err, errlen, NULL, NULL);
+}
+
+static int config_load_report(const char *path, struct hak_config **out, char *err, size_t errlen,
+                              conf_parse_report_fn report, void *arg)
 {
 	size_t cap = CONF_PARSE_MAX_BYTES + 1, len = 0; /* one more, so that too big is detected */
 	char *buf = NULL;
@@ -844,7 +861,7 @@ int config_load(const char *path, struct hak_config **out, char *err, size_t err
 			break;
 		len += (size_t)n;
 	}
-	ret = config_parse(buf, len, path, out, err, errlen);
+	ret = config_parse_report(buf, len, path, out, err, errlen, report, arg);
 	goto out;
 io_error:
 	saved = errno;
@@ -859,6 +876,38 @@ out:
 		close(fd);
 	errno = saved;
 	return ret;
+}
+
+int config_load(const char *path, struct hak_config **out, char *err, size_t errlen)
+{
+	return config_load_report(path, out, err, errlen, NULL, NULL);
+}
+
+/* Counts what the caller's collector hears, so an unreadable file is reported once too. */
+struct check_all {
+	void (*report)(void *arg, const char *message);
+	void *arg;
+	unsigned heard;
+};
+
+static void check_all_report(void *arg, const char *message)
+{
+	struct check_all *ca = arg;
+
+	ca->heard++;
+	ca->report(ca->arg, message);
+}
+
+int config_check_all(const char *path, void (*report)(void *arg, const char *message), void *arg,
+                     struct hak_config **out)
+{
+	struct check_all ca = {.report = report, .arg = arg};
+	char err[1024] = "";
+	int rc = config_load_report(path, out, err, sizeof(err), check_all_report, &ca);
+
+	if (rc < 0 && !ca.heard)
+		report(arg, err);
+	return rc;
 }
 
 struct hak_volume_cfg *config_add_volume(struct hak_config *cfg, const char *name,

@@ -253,6 +253,14 @@ int config_parse(const char *text, size_t len, const char *name, struct hak_conf
                  size_t errlen);
 /* Read and parse a file. Errors as config_parse (errno from open/read for I/O failures). */
 int config_load(const char *path, struct hak_config **out, char *err, size_t errlen);
+/*
+ * As config_load(), but report(arg, message) hears every error of the file, each
+ * "FILE:LINE:COL: sentence." in the order found (or the one sentence why it cannot be read), not
+ * only the first (hakctl check-config). Syntax and section errors are all found in one run; the
+ * checks between sections run once the sections themselves are right.
+ */
+int config_check_all(const char *path, void (*report)(void *arg, const char *message), void *arg,
+                     struct hak_config **out);
 /* A config with defaults, no nodes and no volumes (used by hakd --export). */
 struct hak_config *config_new_default(void);
 /*

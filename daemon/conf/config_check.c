@@ -56,6 +56,7 @@ static int check_meta(struct conf_parse *ps, struct hak_config *cfg, const struc
 	const struct conf_block *c, *first;
 	size_t i = 0;
 	unsigned line, col;
+	int rc = 0;
 
 	for (c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
 		struct hak_volume_cfg *v = &cfg->volumes[i];
@@ -77,19 +78,21 @@ static int check_meta(struct conf_parse *ps, struct hak_config *cfg, const struc
 		int is_backing = strcmp(o->backing, v->meta_path) == 0;
 		config_setting_pos(c, "meta-disk", &line, &col);
 		if (o == v)
-			return conf_parse_error(
+			rc = conf_parse_error(
 			    ps, line, col,
 			    "The metadata file of volume '%s' is its backing '%.80s'; write "
 			    "'meta-disk internal' to keep the metadata on the backing store.",
 			    v->name, v->backing);
-		return conf_parse_error(
-		    ps, line, col,
-		    "The metadata file '%.80s' of volume '%s' is also the %s of volume "
-		    "'%s' (line %u); give each volume its own meta-disk, or use 'internal'.",
-		    v->meta_path, v->name, is_backing ? "backing" : "metadata file", o->name,
-		    o->line);
+		else
+			rc = conf_parse_error(
+			    ps, line, col,
+			    "The metadata file '%.80s' of volume '%s' is also the %s of volume "
+			    "'%s' (line %u); give each volume its own meta-disk, or use "
+			    "'internal'.",
+			    v->meta_path, v->name, is_backing ? "backing" : "metadata file",
+			    o->name, o->line);
 	}
-	return 0;
+	return rc;
 }
 
 static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
@@ -107,12 +110,14 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 		    "add the peer's 'node NAME { address IP:PORT }' section, or remove this "
 		    "one to serve standalone volumes.",
 		    na->name);
+	int rc = 0;
+
 	if (na->family == nb->family && na->port == nb->port && strcmp(na->host, nb->host) == 0) {
 		config_setting_pos(b, "address", &line, &col);
-		return conf_parse_error(
+		rc = conf_parse_error(
 		    ps, line, col,
-		    "Node '%s' has the same address '%.80s' as node '%s' (line %u); each "
-		    "node needs its own.",
+		    "Node '%s' has the same address '%.80s' as node '%s' (line %u); "
+		    "each node needs its own.",
 		    nb->name, nb->address, na->name, na->line);
 	}
 	if (strcmp(na->hostname, nb->hostname) == 0) {
@@ -124,7 +129,7 @@ static int check_node_pair(struct conf_parse *ps, const struct hak_config *cfg,
 		    "machine's own hostname.",
 		    nb->name, nb->hostname, na->name, na->line);
 	}
-	return 0;
+	return rc;
 }
 
 static int check_nodes(struct conf_parse *ps, const struct hak_config *cfg,
@@ -206,11 +211,11 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 {
 	const struct hak_node_cfg *na, *nb;
 	const struct conf_block *c, *first;
-	unsigned top, line, col;
+	unsigned top, line, col, errors = ps->n_errors;
 	const char *text;
 	size_t i = 0;
 
-	if (!cfg->n_nodes)
+	if (cfg->n_nodes != 2) /* a lone node is check_node_pair()'s mistake */
 		return 0;
 	na = &cfg->nodes[0];
 	nb = &cfg->nodes[1];
@@ -218,24 +223,28 @@ static int check_ports(struct conf_parse *ps, const struct hak_config *cfg,
 	for (c = block_find(root, "volume"); c; c = block_next(c, "volume"), i++) {
 		const struct hak_volume_cfg *v = &cfg->volumes[i];
 		config_setting_pos(c, "replication-port-offset", &line, &col);
-		if (top + v->port_offset > 65535)
-			return conf_parse_error(
+		if (top + v->port_offset > 65535) {
+			conf_parse_error(
 			    ps, line, col,
 			    "replication-port-offset %u of volume '%s' goes past port 65535 "
 			    "on node '%s' (port %u); use at most %u.",
 			    v->port_offset, v->name, na->port == top ? na->name : nb->name, top,
 			    65535 - top);
+			continue;
+		}
 		if (!(text = offset_text(ps, v->port_offset)) ||
 		    conf_parse_unique(ps, &ns_offsets, text, c, &first) < 0)
 			return -1;
 		if (first)
-			return conf_parse_error(
+			conf_parse_error(
 			    ps, line, col,
 			    "Volume '%s' has the same replication-port-offset %u as volume "
 			    "'%s' (line %u); with nodes, each volume needs its own port, so "
 			    "give each a different offset.",
 			    v->name, v->port_offset, first->name, first->line);
 	}
+	if (ps->n_errors != errors) /* the shared-IP check compares offsets that must be right */
+		return -1;
 	return na->family == nb->family && strcmp(na->host, nb->host) == 0
 	           ? check_shared_ip(ps, cfg, root)
 	           : 0;
@@ -309,32 +318,33 @@ static int check_paths(struct conf_parse *ps, const struct hak_config *cfg,
 	return 0;
 }
 
+/* Every mistake of the cluster section; the paths are compared once each node has enough. */
 static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
                          const struct conf_block *root)
 {
 	const struct conf_block *c = block_find(root, "cluster"), *nb = block_find(root, "node");
 	const struct hak_cluster_cfg *cl = &cfg->cluster;
-	unsigned line, col;
+	unsigned line, col, errors = ps->n_errors;
 
 	for (size_t i = 0; !cl->present && i < cfg->n_nodes; i++, nb = block_next(nb, "node")) {
 		if (!cfg->nodes[i].n_heartbeat)
 			continue;
 		config_setting_pos(nb, "heartbeat-address", &line, &col);
-		return conf_parse_error(
+		conf_parse_error(
 		    ps, line, col,
 		    "heartbeat-address of node '%s' is used only by the cluster manager; "
 		    "add a 'cluster { auth-key-file PATH }' section, or remove it.",
 		    cfg->nodes[i].name);
 	}
 	if (!cl->present)
-		return 0;
+		return ps->n_errors == errors ? 0 : -1;
 	if (cfg->n_nodes != 2)
 		return conf_parse_error(
 		    ps, c->line, c->col,
 		    "The cluster section needs the two 'node NAME {' sections it fails over "
 		    "between; add them, or remove the cluster section.");
 	if (cfg->n_volumes > CONFIG_MAX_CLUSTER_VOLUMES)
-		return conf_parse_error(
+		conf_parse_error(
 		    ps, c->line, c->col,
 		    "The cluster manager drives at most %u volumes (each has one bit in the "
 		    "heartbeat), and this file has %zu; split them over two pairs.",
@@ -342,7 +352,7 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 	for (size_t i = 0; i < 2; i++, nb = block_next(nb, "node"))
 		if (cfg->nodes[i].n_heartbeat < 2) {
 			config_setting_pos(nb, "heartbeat-address", &line, &col);
-			return conf_parse_error(
+			conf_parse_error(
 			    ps, line, col,
 			    "Node '%s' has %u heartbeat paths; the cluster needs at least two "
 			    "(for example the replication and the service network), so one "
@@ -350,29 +360,31 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 			    "'heartbeat-address IP:PORT IP:PORT'.",
 			    cfg->nodes[i].name, cfg->nodes[i].n_heartbeat);
 		}
+	bool paths_ok = ps->n_errors == errors;
 	if (cl->preferred_node && strcmp(cl->preferred_node, cfg->nodes[0].name) != 0 &&
 	    strcmp(cl->preferred_node, cfg->nodes[1].name) != 0) {
 		config_setting_pos(c, "preferred-node", &line, &col);
-		return conf_parse_error(
-		    ps, line, col, "preferred-node '%s' is not a node; the nodes are %s and %s.",
-		    cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
+		conf_parse_error(ps, line, col,
+		                 "preferred-node '%s' is not a node; the nodes are %s and %s.",
+		                 cl->preferred_node, cfg->nodes[0].name, cfg->nodes[1].name);
 	}
 	if (!cl->quorum && !cl->fence_hook) {
 		config_setting_pos(c, "quorum", &line, &col);
-		return conf_parse_error(
-		    ps, line, col,
-		    "quorum no needs a fence-hook: without the witness's vote only a "
-		    "successful fence may let a node promote; add fence-hook PATH.");
+		conf_parse_error(ps, line, col,
+		                 "quorum no needs a fence-hook: without the witness's vote only a "
+		                 "successful fence may let a node promote; add fence-hook PATH.");
 	}
 	if (!(cl->deadtime > 2 * cl->heartbeat_interval)) {
 		config_setting_pos(c, "deadtime", &line, &col);
-		return conf_parse_error(
+		conf_parse_error(
 		    ps, line, col,
 		    "deadtime %gs must be more than twice heartbeat-interval %gs, or one "
 		    "late packet would declare the peer dead; raise deadtime.",
 		    cl->deadtime, cl->heartbeat_interval);
 	}
-	return check_paths(ps, cfg, root);
+	if (paths_ok)
+		check_paths(ps, cfg, root);
+	return ps->n_errors == errors ? 0 : -1;
 }
 
 /*
@@ -440,34 +452,37 @@ static int check_auth(struct conf_parse *ps, const struct hak_config *cfg,
 	    v->name);
 }
 
+/* The checks are independent: each says its own mistake, and all of them run. */
 int config_check_file(struct conf_parse *ps, struct hak_config *cfg, const struct conf_block *root)
 {
+	unsigned errors = ps->n_errors;
 	size_t i = 0;
 
 	for (const struct conf_block *c = root->children; c; c = c->next) {
 		if (strcmp(c->type, "volume") != 0)
 			continue;
 		struct hak_volume_cfg *v = &cfg->volumes[i++];
-		if (check_fencing(ps, cfg, c, v) < 0)
-			return -1;
+		check_fencing(ps, cfg, c, v);
 		if (strcmp(v->nbd_socket, cfg->control_socket) == 0) {
 			const struct conf_value *val = conf_parse_find(c, "nbd-socket")->vals;
-			return conf_parse_error(
+			conf_parse_error(
 			    ps, val->line, val->col,
 			    "nbd-socket of volume '%s' is the control socket '%.80s'; use "
 			    "another path.",
 			    v->name, v->nbd_socket);
 		}
 	}
-	if (check_meta(ps, cfg, root) < 0 || check_nodes(ps, cfg, root) < 0 ||
-	    check_cluster(ps, cfg, root) < 0 || check_ports(ps, cfg, root) < 0 ||
-	    check_groups(ps, cfg) < 0)
+	if (check_meta(ps, cfg, root) < 0 && ps->enomem)
 		return -1;
+	check_nodes(ps, cfg, root);
+	check_cluster(ps, cfg, root);
+	if (check_ports(ps, cfg, root) < 0 && ps->enomem)
+		return -1;
+	check_groups(ps, cfg);
 	/* Last: a file with another mistake says that one first. */
 	i = 0;
-	for (const struct conf_block *c = root->children; c; c = c->next)
-		if (strcmp(c->type, "volume") == 0 &&
-		    check_auth(ps, cfg, c, &cfg->volumes[i++]) < 0)
-			return -1;
-	return 0;
+	for (const struct conf_block *c = root->children; c && !ps->enomem; c = c->next)
+		if (strcmp(c->type, "volume") == 0)
+			check_auth(ps, cfg, c, &cfg->volumes[i++]);
+	return ps->n_errors == errors ? 0 : -1;
 }

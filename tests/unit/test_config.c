@@ -1385,6 +1385,98 @@ START_TEST(test_api)
 }
 END_TEST
 
+struct heard {
+	char lines[8][512];
+	unsigned n;
+};
+
+static void hear(void *arg, const char *message)
+{
+	struct heard *h = arg;
+
+	if (h->n < 8)
+		snprintf(h->lines[h->n], sizeof(h->lines[0]), "%s", message);
+	h->n++;
+}
+
+/* Writes text to a new temporary file; the caller unlinks path. */
+static void write_temp(char *path, const char *text)
+{
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/*
+ * config_check_all() hears every error: a bad value does not hide the next key's, a section
+ * with a bad header is skipped and the next one still checked, a missing required key is
+ * reported with the others; the checks between sections wait until the sections are right
+ * (here: the nbd-socket that is the control socket is not reported yet). The daemon's buffer
+ * keeps the first, as config_load() always did.
+ */
+START_TEST(test_check_all)
+{
+	char path[] = "/tmp/hak-test-config-XXXXXX";
+	struct hak_config *cfg = (struct hak_config *)&cfg;
+	struct heard h = {0};
+	char err[512];
+
+	write_temp(path, "global {\n"                     /* 1 */
+	                 "\tcontrol-socket /run/c.sock\n" /* 2 */
+	                 "\tio-depth 1\n"                 /* 3: out of range */
+	                 "\tmax-clients x\n"              /* 4: not a number */
+	                 "}\n"                            /* 5 */
+	                 "volume {\n"                     /* 6: no name */
+	                 "}\n"                            /* 7 */
+	                 "volume w {\n"                   /* 8: no backing */
+	                 "\tnbd-socket /run/c.sock\n"     /* 9 */
+	                 "}\n");                          /* 10 */
+	ck_assert_int_eq(config_check_all(path, hear, &h, &cfg), -1);
+	ck_assert_ptr_null(cfg);
+	ck_assert_uint_eq(h.n, 4);
+	ck_assert_str_eq(h.lines[0] + strlen(path),
+	                 ":3:11: io-depth 1 is out of range; use 8 to 4096.");
+	ck_assert_str_eq(h.lines[1] + strlen(path),
+	                 ":4:14: Bad number 'x' for max-clients; expected digits only.");
+	ck_assert_str_eq(h.lines[2] + strlen(path),
+	                 ":6:1: A 'volume' section needs a name; write 'volume NAME {'.");
+	ck_assert_ptr_nonnull(strstr(h.lines[3], ":8:1: The volume 'w' section has no 'backing'"));
+	ck_assert_int_eq(config_load(path, &cfg, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, h.lines[0]);
+	unlink(path);
+
+	/* the sections are right: now the checks between them speak */
+	memset(&h, 0, sizeof(h));
+	strcpy(path, "/tmp/hak-test-config-XXXXXX");
+	write_temp(path, "global { control-socket /run/c.sock }\n"
+	                 "volume w {\n\tbacking /b\n\tnbd-socket /run/c.sock\n}\n");
+	ck_assert_int_eq(config_check_all(path, hear, &h, &cfg), -1);
+	ck_assert_uint_eq(h.n, 1);
+	ck_assert_ptr_nonnull(strstr(h.lines[0], ":4:13: nbd-socket of volume 'w' is the control "
+	                                         "socket"));
+	unlink(path);
+
+	/* a file that cannot be read is one error, through the same callback */
+	memset(&h, 0, sizeof(h));
+	ck_assert_int_eq(config_check_all("/nonexistent/hak.conf", hear, &h, &cfg), -1);
+	ck_assert_uint_eq(h.n, 1);
+	ck_assert_str_eq(h.lines[0], "/nonexistent/hak.conf: cannot read the configuration file: "
+	                             "No such file or directory.");
+
+	/* and a right file none, with the configuration */
+	memset(&h, 0, sizeof(h));
+	strcpy(path, "/tmp/hak-test-config-XXXXXX");
+	write_temp(path, VOL "}\n");
+	ck_assert_int_eq(config_check_all(path, hear, &h, &cfg), 0);
+	ck_assert_uint_eq(h.n, 0);
+	ck_assert_uint_eq(cfg->n_volumes, 1);
+	config_free(cfg);
+	unlink(path);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -1409,6 +1501,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_too_many_volumes);
 	tcase_add_test(tc, test_error_buffer);
 	tcase_add_test(tc, test_load);
+	tcase_add_test(tc, test_check_all);
 	tcase_add_test(tc, test_api);
 	suite_add_tcase(s, tc);
 	return s;
