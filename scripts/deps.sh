@@ -23,6 +23,10 @@ PACKAGES=(
 	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
 	# may lack (nbd, tls, rdma_rxe): t_kernel
 	qemu-system-x86 linux-image-amd64 busybox-static
+	# the Pacemaker resource agent (packaging/ocf/hak): ocf-tester and the OCF shell functions
+	# (resource-agents), a real Corosync + Pacemaker cluster on two namespaces (t_pacemaker),
+	# crm_attribute/cibadmin/crm_mon (pacemaker-cli-utils), xmllint for the meta-data's DTD
+	resource-agents pacemaker corosync pacemaker-cli-utils libxml2-utils
 )
 
 missing=()
