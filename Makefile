@@ -185,6 +185,11 @@ install: bins
 	install -m 0644 docs/*.5 $(DESTDIR)$(PREFIX)/share/man/man5/
 	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
 	install -m 0644 packaging/hakd.service $(DESTDIR)$(PREFIX)/lib/systemd/system/
+	# Pacemaker looks for OCF agents under /usr/lib/ocf whatever the PREFIX.
+	install -d $(DESTDIR)/usr/lib/ocf/resource.d/hak
+	install -m 0755 packaging/ocf/hak $(DESTDIR)/usr/lib/ocf/resource.d/hak/hak
+	install -m 0755 packaging/ocf/hak-crm-fence-peer packaging/ocf/hak-crm-unfence-peer \
+		$(DESTDIR)$(PREFIX)/sbin/
 
 FORMAT_SRC = $(sort $(shell find lib daemon cli kmod-shim include tests/unit tests/fuzz tests/tools \
 	-name '*.[ch]'))

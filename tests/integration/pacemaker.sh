@@ -14,6 +14,9 @@
 #   pcmk_kill NODE             SIGKILL every one of them (a power cut of the node's software)
 #   pcmk_start NODE            corosync and pacemakerd on NODE
 #   pcmk_wait_online TIMEOUT   a DC elected and both nodes online
+#   pcmk_add_clone             stonith-enabled=false and the promotable clone hak-db-clone
+#   pcmk_wait_promoted TMO     one instance Promoted: P is that node, S the other
+#   pcmk_constraint NODE       the hak-fence-db location constraint in NODE's CIB, or ""
 #   pcmk_promoted NODE         crm_mon on NODE lists the hak clone Promoted on exactly one
 #                              node; prints that node
 # Cleanup kills every process of both mount namespaces (by pid, found through
@@ -175,4 +178,56 @@ pcmk_promoted() {
 	out=$(px "$1" crm_mon -1 2>/dev/null) || return 1
 	[[ $out =~ Promoted:\ \[\ ([a-z]+)\ \] ]] || return 1
 	echo "${BASH_REMATCH[1]}"
+}
+
+# pcmk_add_clone: stonith-enabled=false and the promotable clone hak-db-clone of ocf:hak:hak
+# (volume db, config /run/hak/hak.conf, the binaries under test, hakd's log in WORK/NODE.log).
+pcmk_add_clone() {
+	px alpha crm_attribute -t crm_config -n stonith-enabled -v false
+	px alpha cibadmin -C -o resources -X "
+<clone id=\"hak-db-clone\">
+  <meta_attributes id=\"hak-db-clone-meta\">
+    <nvpair id=\"hak-db-clone-promotable\" name=\"promotable\" value=\"true\"/>
+    <nvpair id=\"hak-db-clone-promoted-max\" name=\"promoted-max\" value=\"1\"/>
+    <nvpair id=\"hak-db-clone-promoted-node-max\" name=\"promoted-node-max\" value=\"1\"/>
+    <nvpair id=\"hak-db-clone-clone-max\" name=\"clone-max\" value=\"2\"/>
+    <nvpair id=\"hak-db-clone-clone-node-max\" name=\"clone-node-max\" value=\"1\"/>
+    <nvpair id=\"hak-db-clone-notify\" name=\"notify\" value=\"true\"/>
+  </meta_attributes>
+  <primitive id=\"hak-db\" class=\"ocf\" provider=\"hak\" type=\"hak\">
+    <instance_attributes id=\"hak-db-params\">
+      <nvpair id=\"hak-db-config\" name=\"config\" value=\"/run/hak/hak.conf\"/>
+      <nvpair id=\"hak-db-volume\" name=\"volume\" value=\"db\"/>
+      <nvpair id=\"hak-db-hakd\" name=\"hakd\" value=\"$HAKD\"/>
+      <nvpair id=\"hak-db-hakctl\" name=\"hakctl\" value=\"$HAKCTL\"/>
+      <nvpair id=\"hak-db-log\" name=\"log_file\" value=\"/run/hak/hakd.log\"/>
+    </instance_attributes>
+    <operations>
+      <op id=\"hak-db-start\" name=\"start\" interval=\"0\" timeout=\"60s\"/>
+      <op id=\"hak-db-stop\" name=\"stop\" interval=\"0\" timeout=\"60s\"/>
+      <op id=\"hak-db-promote\" name=\"promote\" interval=\"0\" timeout=\"60s\"/>
+      <op id=\"hak-db-demote\" name=\"demote\" interval=\"0\" timeout=\"60s\"/>
+      <op id=\"hak-db-monitor-promoted\" name=\"monitor\" interval=\"2s\" role=\"Promoted\" timeout=\"20s\"/>
+      <op id=\"hak-db-monitor-unpromoted\" name=\"monitor\" interval=\"3s\" role=\"Unpromoted\" timeout=\"20s\"/>
+    </operations>
+  </primitive>
+</clone>" || fail "cibadmin refused the clone"
+	px alpha crm_verify -L || fail "crm_verify finds errors in the configuration"
+}
+
+# pcmk_wait_promoted TIMEOUT: one instance Promoted (as alpha's Pacemaker sees it); sets P to
+# that node and S to the other.
+pcmk_wait_promoted() {
+	wait_for "[[ -n \$(pcmk_promoted alpha) ]]" "$1" ||
+		fail "Pacemaker promoted no instance within $1 s: $(px alpha crm_mon -1 2>&1)"
+	P=$(pcmk_promoted alpha)
+	S=alpha
+	# shellcheck disable=SC2034 # for the test that sources this
+	[[ $P == alpha ]] && S=beta
+	return 0
+}
+
+# pcmk_constraint NODE: the hak-fence-db constraint as NODE's CIB holds it ("" if none).
+pcmk_constraint() {
+	px "$1" cibadmin -Q --xpath "//rsc_location[@id='hak-fence-db']" 2>/dev/null || true
 }

@@ -33,42 +33,8 @@ pcmk_wait_online 90
 log "Pacemaker: $(px alpha crm_mon -1 | grep -E 'Current DC|Online')"
 
 # ---- 1. the promotable clone ---------------------------------------------------------------
-px alpha crm_attribute -t crm_config -n stonith-enabled -v false
-px alpha cibadmin -C -o resources -X "
-<clone id=\"hak-db-clone\">
-  <meta_attributes id=\"hak-db-clone-meta\">
-    <nvpair id=\"hak-db-clone-promotable\" name=\"promotable\" value=\"true\"/>
-    <nvpair id=\"hak-db-clone-promoted-max\" name=\"promoted-max\" value=\"1\"/>
-    <nvpair id=\"hak-db-clone-promoted-node-max\" name=\"promoted-node-max\" value=\"1\"/>
-    <nvpair id=\"hak-db-clone-clone-max\" name=\"clone-max\" value=\"2\"/>
-    <nvpair id=\"hak-db-clone-clone-node-max\" name=\"clone-node-max\" value=\"1\"/>
-    <nvpair id=\"hak-db-clone-notify\" name=\"notify\" value=\"true\"/>
-  </meta_attributes>
-  <primitive id=\"hak-db\" class=\"ocf\" provider=\"hak\" type=\"hak\">
-    <instance_attributes id=\"hak-db-params\">
-      <nvpair id=\"hak-db-config\" name=\"config\" value=\"/run/hak/hak.conf\"/>
-      <nvpair id=\"hak-db-volume\" name=\"volume\" value=\"db\"/>
-      <nvpair id=\"hak-db-hakd\" name=\"hakd\" value=\"$HAKD\"/>
-      <nvpair id=\"hak-db-hakctl\" name=\"hakctl\" value=\"$HAKCTL\"/>
-      <nvpair id=\"hak-db-log\" name=\"log_file\" value=\"/run/hak/hakd.log\"/>
-    </instance_attributes>
-    <operations>
-      <op id=\"hak-db-start\" name=\"start\" interval=\"0\" timeout=\"60s\"/>
-      <op id=\"hak-db-stop\" name=\"stop\" interval=\"0\" timeout=\"60s\"/>
-      <op id=\"hak-db-promote\" name=\"promote\" interval=\"0\" timeout=\"60s\"/>
-      <op id=\"hak-db-demote\" name=\"demote\" interval=\"0\" timeout=\"60s\"/>
-      <op id=\"hak-db-monitor-promoted\" name=\"monitor\" interval=\"2s\" role=\"Promoted\" timeout=\"20s\"/>
-      <op id=\"hak-db-monitor-unpromoted\" name=\"monitor\" interval=\"3s\" role=\"Unpromoted\" timeout=\"20s\"/>
-    </operations>
-  </primitive>
-</clone>" || fail "cibadmin refused the clone"
-px alpha crm_verify -L || fail "crm_verify finds errors in the configuration"
-
-wait_for "[[ -n \$(pcmk_promoted alpha) ]]" 90 ||
-	fail "Pacemaker promoted no instance within 90 s: $(px alpha crm_mon -1 2>&1)"
-P=$(pcmk_promoted alpha)
-S=alpha
-[[ $P == alpha ]] && S=beta
+pcmk_add_clone
+pcmk_wait_promoted 90
 assert_eq "$(pcmk_promoted beta)" "$P" "the promoted node as beta's Pacemaker sees it"
 wait_for "[[ \$(px alpha crm_mon -1) == *'Unpromoted: [ $S ]'* ]]" 30 ||
 	fail "$S is not Unpromoted: $(px alpha crm_mon -1)"
