@@ -25,8 +25,9 @@ PACKAGES=(
 	qemu-system-x86 linux-image-amd64 busybox-static
 	# the Pacemaker resource agent (packaging/ocf/hak): ocf-tester and the OCF shell functions
 	# (resource-agents), a real Corosync + Pacemaker cluster on two namespaces (t_pacemaker),
-	# crm_attribute/cibadmin/crm_mon (pacemaker-cli-utils), xmllint for the meta-data's DTD
-	resource-agents pacemaker corosync pacemaker-cli-utils libxml2-utils
+	# crm_attribute/cibadmin/crm_mon (pacemaker-cli-utils), xmllint for the meta-data's DTD,
+	# the crm shell whose commands docs/pacemaker.md gives (t_ocf_agent runs them)
+	resource-agents pacemaker corosync pacemaker-cli-utils libxml2-utils crmsh
 )
 
 missing=()

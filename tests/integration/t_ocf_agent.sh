@@ -10,13 +10,15 @@
 #      the data written through alpha is on beta), 7 again after stop; a promote of a
 #      stopped resource is 7;
 #   4. hakd without a cluster section never promotes by itself: alpha, killed with SIGKILL as
-#      Primary and restarted, comes back Secondary; beta, with alpha gone, stays Secondary.
+#      Primary and restarted, comes back Secondary; beta, with alpha gone, stays Secondary;
+#   5. the crm shell commands of docs/pacemaker.md, run against a CIB file with the agent
+#      installed in a private mount namespace, give a configuration crm_verify accepts.
 # shellcheck source=tests/integration/lib.sh
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
 . "$(dirname "$0")/pair.sh"
 require_hakd
-require_cmd ocf-tester xmllint jq crm_attribute
+require_cmd ocf-tester xmllint jq crm_attribute crm crm_verify unshare
 
 AGENT=$WORK/ocf/hak
 mkdir -p "$WORK/ocf"
@@ -127,4 +129,33 @@ log "neither node promoted itself: both Secondary after the Primary's crash and 
 assert_eq "$(ra stop)" 0 "stop"
 assert_eq "$(ra stop)" 0 "stop of a stopped resource"
 assert_eq "$(ra monitor)" 7 "monitor after stop"
+
+# ---- 5. docs/pacemaker.md's crm commands ---------------------------------------------------
+# The commands are taken from the document itself, so the two cannot drift apart.
+awk '/^crm configure/ {cmd = $0; while (cmd ~ /\\$/ && (getline l) > 0) {sub(/\\$/, "", cmd); cmd = cmd l}
+	print cmd}' "$REPO/docs/pacemaker.md" >"$WORK/crm-cmds"
+assert_eq "$(wc -l <"$WORK/crm-cmds")" 4 "crm commands in docs/pacemaker.md"
+mkdir -p "$WORK/crm-ocf/heartbeat" "$WORK/crm-ocf/pacemaker" "$WORK/crm-ocf/hak"
+cp "$AGENT" "$WORK/crm-ocf/hak/hak"
+cibadmin --empty >"$WORK/cib.xml"
+cat >"$WORK/crm.sh" <<EOS
+set -e
+mount --bind /usr/lib/ocf/resource.d/heartbeat $WORK/crm-ocf/heartbeat
+mount --bind /usr/lib/ocf/resource.d/pacemaker $WORK/crm-ocf/pacemaker
+mount --rbind $WORK/crm-ocf /usr/lib/ocf/resource.d
+export CIB_file=$WORK/cib.xml
+crm_attribute -t crm_config -n stonith-enabled -v false
+# the file system of the colocation example
+crm configure primitive fs-db ocf:heartbeat:Dummy
+while read -r c; do timeout 60 \$c; done <$WORK/crm-cmds
+crm_verify -x $WORK/cib.xml
+EOS
+unshare -m --propagation private bash "$WORK/crm.sh" >"$WORK/crm.log" 2>&1 ||
+	fail "the crm commands of docs/pacemaker.md failed: $(tail -n 20 "$WORK/crm.log")"
+cib=$(CIB_file=$WORK/cib.xml cibadmin -Q -o configuration)
+assert_contains "$cib" '<primitive id="hak-db" class="ocf" provider="hak" type="hak">' "the CIB"
+assert_contains "$cib" 'name="promotable" value="true"' "the CIB"
+assert_contains "$cib" 'with-rsc="hak-db-clone" with-rsc-role="Promoted"' "the CIB"
+assert_contains "$cib" 'first="hak-db-clone" first-action="promote"' "the CIB"
+log "docs/pacemaker.md's crm commands give a configuration crm_verify accepts"
 log "PASS"
