@@ -8,7 +8,7 @@ DESTDIR   ?=
 # The Debian package puts the units in /lib/systemd/system (bookworm's place for packages).
 UNITDIR   ?= $(PREFIX)/lib/systemd/system
 COMPLETIONDIR ?= $(PREFIX)/share/bash-completion/completions
-OCFDIR    ?= $(PREFIX)/lib/ocf/resource.d/hak
+OCFDIR    ?= /usr/lib/ocf/resource.d/hak
 BUILD     ?= build/rel
 SAN       ?= 0
 CC        ?= gcc
@@ -202,8 +202,10 @@ install: $(BINS)
 	install -m 0644 etc/hak.conf $(DESTDIR)/etc/hak/hak.conf.example
 	install -m 0644 $(wildcard packaging/*.service) $(DESTDIR)$(UNITDIR)/
 	install -m 0644 packaging/completion/hakctl $(DESTDIR)$(COMPLETIONDIR)/hakctl
-	if [ -f packaging/ocf/hak ]; then install -D -m 0755 packaging/ocf/hak \
-		$(DESTDIR)$(OCFDIR)/hak; fi
+	# Pacemaker looks for OCF agents under /usr/lib/ocf whatever the PREFIX (OCFDIR).
+	install -D -m 0755 packaging/ocf/hak $(DESTDIR)$(OCFDIR)/hak
+	install -m 0755 packaging/ocf/hak-crm-fence-peer packaging/ocf/hak-crm-unfence-peer \
+		$(DESTDIR)$(PREFIX)/sbin/
 
 # ---- packages ----------------------------------------------------------------------------
 # Both build from a copy of the source tree (the files git knows, committed or not), never

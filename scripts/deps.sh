@@ -34,6 +34,11 @@ PACKAGES=(
 	# Debian's rpmbuild; libsystemd-dev is in the package's Build-Depends; bash-completion
 	# for t_completion's _filedir and the completion file's home
 	debhelper dpkg-dev fakeroot lintian rpm bash-completion
+	# the Pacemaker resource agent (packaging/ocf/hak): ocf-tester and the OCF shell functions
+	# (resource-agents), a real Corosync + Pacemaker cluster on two namespaces (t_pacemaker),
+	# crm_attribute/cibadmin/crm_mon (pacemaker-cli-utils), xmllint for the meta-data's DTD,
+	# the crm shell whose commands docs/pacemaker.md gives (t_ocf_agent runs them)
+	resource-agents pacemaker corosync pacemaker-cli-utils libxml2-utils crmsh
 )
 
 missing=()

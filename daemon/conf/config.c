@@ -234,6 +234,11 @@ static const struct conf_key volume_keys[] = {
      .doc = "what a primary does with its writes when it loses the peer", .names = fencing_names},
     {"fence-timeout", CONF_DURATION, 0, MS(100), MS(3600000), VFIELD(fence_timeout), NULL, NULL,
      .doc = "how long writes may stay frozen before the freeze is reported as stuck"},
+    {"fence-peer", CONF_PATH, 0, 0, 0, VFIELD(fence_peer), NULL, NULL,
+     .doc = "without a cluster section: the program that keeps the peer from being promoted "
+            "when the link is lost (Pacemaker: hak-crm-fence-peer)"},
+    {"unfence-peer", CONF_PATH, 0, 0, 0, VFIELD(unfence_peer), NULL, NULL,
+     .doc = "the program that lifts what fence-peer did, once the peer is in sync again"},
     {"auth-key-file", CONF_PATH, 0, 0, 0, VFIELD(auth_key_file), NULL, NULL,
      .doc = "the key the peer must prove it holds before it may replicate (default: the "
             "cluster's)"},
@@ -969,6 +974,8 @@ void config_free(struct hak_config *cfg)
 		free(v->sb_discard_node);
 		free(v->sb_hook);
 		free(v->local_io_error_hook);
+		free(v->fence_peer);
+		free(v->unfence_peer);
 		free(v->auth_key_file);
 		free(v->tls_ca_file);
 		free(v->tls_cert_file);

@@ -204,6 +204,9 @@ struct hak_volume_cfg {
 	 * (it has the heartbeats and the witness to outdate the peer over), none otherwise */
 	enum hak_fencing fencing;
 	double fence_timeout; /* "fence-timeout": a freeze this long is reported (10s) */
+	char *fence_peer;     /* "fence-peer": without a cluster section, the program that keeps
+	                       * the peer from being promoted (exit 3, 4, 5 or 7 = done) */
+	char *unfence_peer;   /* "unfence-peer": lifts that once the peer is in sync again */
 	char *auth_key_file;  /* "auth-key-file": the peer proves it holds this key before it
 	                       * may replicate; default the cluster's; required with nodes
 	                       * unless "insecure-no-auth" */

@@ -387,29 +387,65 @@ static int check_cluster(struct conf_parse *ps, const struct hak_config *cfg,
 	return ps->n_errors == errors ? 0 : -1;
 }
 
+/* fence-peer and unfence-peer are for a pair whose roles an outside manager (Pacemaker)
+ * decides; a cluster section's manager outdates the peer by itself. */
+static int check_fence_handlers(struct conf_parse *ps, const struct hak_config *cfg,
+                                const struct conf_block *blk, const struct hak_volume_cfg *v)
+{
+	unsigned line, col;
+	const char *key = v->fence_peer ? "fence-peer" : "unfence-peer";
+
+	if (!v->fence_peer && !v->unfence_peer)
+		return 0;
+	config_setting_pos(blk, key, &line, &col);
+	if (cfg->cluster.present)
+		return conf_parse_error(
+		    ps, line, col,
+		    "%s of volume '%s' is for a pair without a cluster section "
+		    "(Pacemaker decides the roles); the cluster manager outdates "
+		    "the peer by itself: remove it.",
+		    key, v->name);
+	if (!v->fence_peer)
+		return conf_parse_error(
+		    ps, line, col,
+		    "unfence-peer of volume '%s' lifts what fence-peer did, and "
+		    "there is no fence-peer: add one, or remove unfence-peer.",
+		    v->name);
+	return 0;
+}
+
 /*
  * The default fencing, and the combinations that cannot work: the peer is outdated over the
- * heartbeats and through the witness, which only a cluster section has, and stonith needs the
- * cluster's fence-hook to run.
+ * heartbeats and through the witness, which only a cluster section has, or kept from promotion
+ * by a fence-peer handler; stonith needs the cluster's fence-hook to run.
  */
 static int check_fencing(struct conf_parse *ps, const struct hak_config *cfg,
                          const struct conf_block *blk, struct hak_volume_cfg *v)
 {
 	unsigned line, col;
 
+	if (check_fence_handlers(ps, cfg, blk, v) < 0)
+		return -1;
 	if (!conf_parse_find(blk, "fencing")) {
-		v->fencing = cfg->cluster.present && v->mode != HAK_MODE_ASYNC
+		v->fencing = (cfg->cluster.present || v->fence_peer) && v->mode != HAK_MODE_ASYNC
 		                 ? HAK_FENCING_RESOURCE_ONLY
 		                 : HAK_FENCING_NONE;
 		return 0;
 	}
 	config_setting_pos(blk, "fencing", &line, &col);
-	if (v->fencing != HAK_FENCING_NONE && !cfg->cluster.present)
+	if (v->fencing == HAK_FENCING_RESOURCE_ONLY && !cfg->cluster.present && !v->fence_peer)
 		return conf_parse_error(
 		    ps, line, col,
-		    "fencing %s of volume '%s' needs a cluster section: the peer is outdated over "
-		    "its heartbeat paths and through the witness; add one, or write fencing none.",
-		    config_fencing_name(v->fencing), v->name);
+		    "fencing resource-only of volume '%s' needs a cluster section (the peer is "
+		    "outdated over its heartbeat paths and through the witness) or a fence-peer "
+		    "handler; add one, or write fencing none.",
+		    v->name);
+	if (v->fencing == HAK_FENCING_STONITH && !cfg->cluster.present)
+		return conf_parse_error(
+		    ps, line, col,
+		    "fencing resource-and-stonith of volume '%s' needs a cluster section and its "
+		    "fence-hook; with a fence-peer handler, write fencing resource-only.",
+		    v->name);
 	if (v->fencing == HAK_FENCING_STONITH && !cfg->cluster.fence_hook)
 		return conf_parse_error(ps, line, col,
 		                        "fencing resource-and-stonith of volume '%s' needs a "

@@ -15,6 +15,12 @@
  * The other half runs on the secondary: repl_outdate() marks its disk Outdated in the metadata,
  * so neither the cluster manager nor an operator (without --force) promotes it, across
  * restarts, until a resync from the primary makes it UpToDate again.
+ *
+ * Without a cluster section an outside manager (Pacemaker) decides the roles, and only it can
+ * keep the peer from being promoted: the volume's fence-peer handler asks it to (a location
+ * constraint), as DRBD's crm-fence-peer does, and its exit status says whether that is done.
+ * The freeze ends when it is, or when the peer is connected and in sync again; unfence-peer
+ * lifts the constraint once the peer holds every write again.
  */
 #include <errno.h>
 #include <string.h>
@@ -23,8 +29,118 @@
 
 #include "ctl/events.h"
 #include "lib/log.h"
+#include "lib/proc.h"
 #include "repl_int.h"
 #include "volume/volume.h"
+
+/*
+ * The fence-peer handler's exit status, as DRBD's: 3 the peer's disk is Inconsistent already,
+ * 4 the peer is fenced (kept from promotion), 5 it is down or unreachable and cannot be
+ * promoted, 7 it was powered off. Anything else (6: the peer is primary; 1: an error) is no
+ * confirmation. NULL for those.
+ */
+static const char *fence_peer_meaning(int code)
+{
+	switch (code) {
+	case 3:
+		return "its disk is Inconsistent already";
+	case 4:
+		return "it is kept from being promoted";
+	case 5:
+		return "it is down or unreachable and cannot be promoted";
+	case 7:
+		return "it was powered off";
+	default:
+		return NULL;
+	}
+}
+
+static void fence_handler_run(struct repl *r, const char *cmd, proc_done_fn done,
+                              struct proc **slot, const char *what)
+{
+	char vol[128], peer[128], self[128], tmo[64];
+	char *envp[] = {vol, peer, self, tmo, NULL};
+
+	snprintf(vol, sizeof(vol), "HAK_VOLUME=%s", r->name);
+	snprintf(peer, sizeof(peer), "HAK_PEER=%s", r->p.peer->name);
+	snprintf(self, sizeof(self), "HAK_NODE=%s", r->p.self->name);
+	snprintf(tmo, sizeof(tmo), "HAK_FENCE_TIMEOUT=%.0f", r->p.vcfg->fence_timeout);
+	if (proc_run_shell(r->p.loop, cmd, envp, r->p.vcfg->fence_timeout, done, r, slot) < 0)
+		repl_log(r, LOG_LVL_ERR, "Cannot run the %s handler %s: %s.", what, cmd,
+		         strerror(errno));
+}
+
+static void fence_peer_done(void *ctx, const struct proc_result *res)
+{
+	struct repl *r = ctx;
+	const char *meaning = res->exited ? fence_peer_meaning(res->code) : NULL;
+	char d[128], how[96];
+
+	r->fence_proc = NULL;
+	proc_describe(res, r->p.vcfg->fence_timeout, d, sizeof(d));
+	if (!meaning) {
+		repl_log(r, LOG_LVL_ERR,
+		         "The fence-peer handler against %s ended with %s (%s): %s is not known to "
+		         "be kept from promotion, so the writes stay frozen; it runs again after "
+		         "fence-timeout.",
+		         r->p.peer->name, d, res->output, r->p.peer->name);
+		events_emit("fence", "volume:%s peer:%s state:handler-failed", r->name,
+		            r->p.peer->name);
+		return;
+	}
+	r->unfence_owed = true;
+	repl_log(r, LOG_LVL_NOTICE, "The fence-peer handler against %s ended with %s: %s.",
+	         r->p.peer->name, d, meaning);
+	snprintf(how, sizeof(how), "was fenced by the fence-peer handler (exit %d)", res->code);
+	repl_fence_confirm(r, how);
+}
+
+static void unfence_peer_done(void *ctx, const struct proc_result *res)
+{
+	struct repl *r = ctx;
+	char d[128];
+
+	r->unfence_proc = NULL;
+	proc_describe(res, r->p.vcfg->fence_timeout, d, sizeof(d));
+	if (res->exited && res->code == 0) {
+		r->unfence_owed = false;
+		repl_log(r, LOG_LVL_NOTICE,
+		         "The unfence-peer handler ended with %s: %s may be promoted again.", d,
+		         r->p.peer->name);
+		events_emit("fence", "volume:%s peer:%s state:unfenced", r->name, r->p.peer->name);
+	}
+	if (!res->exited || res->code != 0) {
+		r->unfence_next = ev_now(r->p.loop) + r->p.vcfg->fence_timeout;
+		repl_log(
+		    r, LOG_LVL_ERR,
+		    "The unfence-peer handler ended with %s (%s): %s stays kept from promotion; "
+		    "it runs again after fence-timeout.",
+		    d, res->output, r->p.peer->name);
+	}
+	/* a loss while it ran: fence now, after it, so its removal cannot undo the new fence */
+	if (r->fencing && !r->fence_proc)
+		fence_handler_run(r, r->p.vcfg->fence_peer, fence_peer_done, &r->fence_proc,
+		                  "fence-peer");
+}
+
+void fence_tick(struct repl *r)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+
+	if (!vc->fence_peer || !repl_peer_serves(r))
+		return;
+	/* back and resynced: the peer holds every parked write now */
+	if (r->fencing)
+		repl_fence_confirm(r, "is connected and in sync again");
+	if (!r->unfence_owed || r->unfence_proc || r->fence_proc ||
+	    ev_now(r->p.loop) < r->unfence_next)
+		return;
+	if (!vc->unfence_peer) {
+		r->unfence_owed = false;
+		return;
+	}
+	fence_handler_run(r, vc->unfence_peer, unfence_peer_done, &r->unfence_proc, "unfence-peer");
+}
 
 static void fence_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
@@ -32,6 +148,14 @@ static void fence_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 
 	(void)loop;
 	(void)revents;
+	/* a failed or hung handler is tried again, once per fence-timeout */
+	if (r->p.vcfg->fence_peer) {
+		if (!r->fence_proc && !r->unfence_proc)
+			fence_handler_run(r, r->p.vcfg->fence_peer, fence_peer_done, &r->fence_proc,
+			                  "fence-peer");
+		ev_timer_set(&r->fence_timer, r->p.vcfg->fence_timeout, 0.0);
+		ev_timer_start(r->p.loop, &r->fence_timer);
+	}
 	r->fence_stuck = true;
 	repl_log(r, LOG_LVL_ERR,
 	         "Writes have been frozen for %.1f s (%u parked): %s could not be confirmed "
@@ -66,11 +190,19 @@ static void fence_conn_lost(void *ctx)
 	         r->p.peer->name, config_fencing_name(r->fencing_policy));
 	events_emit("fence", "volume:%s peer:%s state:frozen policy:%s", r->name, r->p.peer->name,
 	            config_fencing_name(r->fencing_policy));
+	/* one handler at a time: a fence-peer still running from an earlier loss answers for
+	 * this one, and a running unfence-peer starts it when it ends (unfence_peer_done) */
+	if (r->p.vcfg->fence_peer && !r->fence_proc && !r->unfence_proc)
+		fence_handler_run(r, r->p.vcfg->fence_peer, fence_peer_done, &r->fence_proc,
+		                  "fence-peer");
 }
 
 void fence_init(struct repl *r)
 {
 	r->fencing_policy = r->p.vcfg->fencing;
+	/* A constraint left by fence-peer before a restart is not remembered: unfence-peer runs
+	 * once the peer is in sync anyway (it does nothing when there is no constraint). */
+	r->unfence_owed = r->p.vcfg->fence_peer && r->p.vcfg->unfence_peer;
 	ev_timer_init(&r->fence_timer, fence_timer_cb, 1.0, 0.0);
 	r->fence_timer.data = r;
 	hooks_add(&r->on_conn_lost, CONN_LOST_FENCE, fence_conn_lost, r, "fence");
@@ -79,6 +211,13 @@ void fence_init(struct repl *r)
 void fence_shutdown(struct repl *r, bool demoting)
 {
 	ev_timer_stop(r->p.loop, &r->fence_timer);
+	if (!demoting) {
+		if (r->fence_proc)
+			proc_cancel(r->fence_proc);
+		if (r->unfence_proc)
+			proc_cancel(r->unfence_proc);
+		r->fence_proc = r->unfence_proc = NULL;
+	}
 	if (!r->fencing)
 		return;
 	r->fencing = false;

@@ -926,6 +926,7 @@ static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	struct repl *r = w->data;
 	uint8_t id[8] = {0};
 	(void)revents;
+	fence_tick(r);
 	if (!r->connected || !r->meta_s)
 		return;
 	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {

@@ -354,7 +354,11 @@ struct repl {
 	uint64_t fence_prev_gen; /* the current generation when the peer was lost */
 	ev_timer fence_timer;    /* fence-timeout */
 	uint64_t fences, fence_ms_total, fence_ms_last;
-	char fence_how[96]; /* how the last freeze ended */
+	char fence_how[96];        /* how the last freeze ended */
+	struct proc *fence_proc;   /* the fence-peer handler, while it runs */
+	struct proc *unfence_proc; /* the unfence-peer handler, while it runs */
+	bool unfence_owed;         /* fence-peer succeeded; unfence-peer has not yet */
+	double unfence_next;       /* ev_now before which a failed unfence-peer is not rerun */
 
 	/* ---- pull.c: hakctl attach, the re-attached disk filled from the peer ---- */
 	struct bitmap *pull_bm;   /* blocks the re-attached disk still lacks */

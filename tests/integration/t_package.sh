@@ -43,14 +43,16 @@ else
 fi
 [[ -f $DEB ]] || fail "make deb made no $DEB"
 
-# the units and the Pacemaker agent other work may add to packaging/ come along when present
+# every unit of packaging/ comes along
 want="./etc/hak/hak.conf.example"
 for u in "$REPO"/packaging/*.service; do
 	want+=$'\n'"./lib/systemd/system/$(basename "$u")"
 done
-[[ -f $REPO/packaging/ocf/hak ]] && want+=$'\n'"./usr/lib/ocf/resource.d/hak/hak"
 want+="
+./usr/lib/ocf/resource.d/hak/hak
 ./usr/sbin/hak-attach
+./usr/sbin/hak-crm-fence-peer
+./usr/sbin/hak-crm-unfence-peer
 ./usr/sbin/hakctl
 ./usr/sbin/hakd
 ./usr/share/bash-completion/completions/hakctl

@@ -640,7 +640,8 @@ static const struct bad_case bad_cases[] = {
      "after-split-brain, discard-node, split-brain-hook, data-integrity, verify-alg, "
      "csums, "
      "on-io-error, local-io-error-hook, al-extents, al-extent-size, resync-rate-max, "
-     "resync-rate-min, resync-fill-target, fencing, fence-timeout, auth-key-file, "
+     "resync-rate-min, resync-fill-target, fencing, fence-timeout, fence-peer, unfence-peer, "
+     "auth-key-file, "
      "insecure-no-auth, transport, tls-ca-file, tls-cert-file, tls-key-file, "
      "tls-peer-name, tls-psk-file."},
     {VOL "\tal-extents 10\n}\n", 4, 13,
@@ -1084,6 +1085,22 @@ START_TEST(test_fencing)
 	                   FVOL("\tfencing resource-and-stonith\n"));
 	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_STONITH);
 	config_free(cfg);
+	/* without a cluster section, a fence-peer handler (Pacemaker) makes resource-only the
+	 * default of a sync volume, and allows it */
+	cfg = parse_ok(
+	    NODES FVOL("\tinsecure-no-auth yes\n\tfence-peer /usr/sbin/hak-crm-fence-peer\n"
+	               "\tunfence-peer /usr/sbin/hak-crm-unfence-peer\n")
+	        FVOLN("w", "\tinsecure-no-auth yes\n\treplication-port-offset 1\n"
+	                   "\tmode async\n\tfence-peer /f\n")
+	            FVOLN("x", "\tinsecure-no-auth yes\n\treplication-port-offset 2\n"
+	                       "\tfencing resource-only\n\tfence-peer /f\n"));
+	ck_assert_int_eq(cfg->volumes[0].fencing, HAK_FENCING_RESOURCE_ONLY);
+	ck_assert_str_eq(cfg->volumes[0].fence_peer, "/usr/sbin/hak-crm-fence-peer");
+	ck_assert_str_eq(cfg->volumes[0].unfence_peer, "/usr/sbin/hak-crm-unfence-peer");
+	ck_assert_int_eq(cfg->volumes[1].fencing, HAK_FENCING_NONE);
+	ck_assert_ptr_null(cfg->volumes[1].unfence_peer);
+	ck_assert_int_eq(cfg->volumes[2].fencing, HAK_FENCING_RESOURCE_ONLY);
+	config_free(cfg);
 }
 END_TEST
 
@@ -1137,6 +1154,12 @@ static const struct bad_case cluster_bad[] = {
      "fencing resource-only of volume 'v' needs a cluster section"},
     {FPAIR(KEYFILE) FVOL("\tfencing resource-and-stonith\n"), 15, 10,
      "needs a fence-hook in the cluster section"},
+    {NODES FVOL("\tunfence-peer /u\n"), 10, 15,
+     "unfence-peer of volume 'v' lifts what fence-peer did, and there is no fence-peer"},
+    {FPAIR(KEYFILE) FVOL("\tfence-peer /f\n"), 15, 13,
+     "fence-peer of volume 'v' is for a pair without a cluster section"},
+    {NODES FVOL("\tfence-peer /f\n\tfencing resource-and-stonith\n"), 11, 10,
+     "fencing resource-and-stonith of volume 'v' needs a cluster section and its fence-hook"},
     {FPAIR(KEYFILE) FVOL("\tfencing always\n"), 15, 10,
      "Bad fencing 'always'; choose one of none, resource-only, resource-and-stonith."},
     {NODES "cluster {\n}\n", 7, 1, "has no 'auth-key-file'"},
