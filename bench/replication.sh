@@ -18,6 +18,8 @@
 #                                         for the run; tls-psk: with a pre-shared key; default
 #                                         tcp). Compare with a TRANSPORT=tcp run: the standalone
 #                                         anchor and the plain TCP copies do not change.
+#                                         kTLS: add VOLUME_EXTRA="tls-kernel yes" (and the
+#                                         kernel's tls module).
 #
 # Workloads: 4 KiB random writes at QD32 and QD1, 1 MiB sequential writes at QD8, and commits:
 # 4 KiB random writes each followed by a FLUSH (fio --fsync=1) from 1 and from 16 jobs at QD1.

@@ -257,6 +257,8 @@ static const struct conf_key volume_keys[] = {
      .doc = "the name the peer's TLS certificate must carry (default: the peer node's name)"},
     {"tls-psk-file", CONF_PATH, 0, 0, 0, VFIELD(tls_psk_file), NULL, NULL,
      .doc = "a TLS pre-shared key file, instead of certificates"},
+    {"tls-kernel", CONF_BOOL, 0, 0, 0, VFIELD(tls_kernel), NULL, NULL,
+     .doc = "hand the TLS record layer to the kernel (kTLS) where it offers it (default no)"},
 };
 
 _Static_assert(ARRAY_SIZE(global_keys) <= CONF_SCHEMA_MAX_KEYS, "raise CONF_SCHEMA_MAX_KEYS");

@@ -218,6 +218,7 @@ struct hak_volume_cfg {
 	char *tls_peer_name; /* "tls-peer-name": the name in the peer's certificate;
 	                      * NULL: the peer node's name */
 	char *tls_psk_file;  /* "tls-psk-file": a pre-shared key instead of certificates */
+	bool tls_kernel;     /* "tls-kernel": let the kernel make the records (kTLS) if it can */
 	unsigned line;       /* line of the "volume" keyword, for later diagnostics */
 };
 

@@ -1282,7 +1282,8 @@ static int repl_transport_open(struct repl *r, char *err, size_t errlen)
 	                        .key_file = vc->tls_key_file,
 	                        .peer_name =
 	                            vc->tls_peer_name ? vc->tls_peer_name : r->p.peer->name,
-	                        .psk_file = vc->tls_psk_file};
+	                        .psk_file = vc->tls_psk_file,
+	                        .kernel = vc->tls_kernel};
 	if (tls_ctx_create(&tp, &r->tls, terr, sizeof(terr)) < 0) {
 		snprintf(err, errlen, "Volume %s: %s", r->name, terr);
 		return -1;

@@ -52,6 +52,7 @@ struct tls_params {
 	/* Pre-shared key: a file readable by its owner only. */
 	const char *psk_file;
 	double handshake_timeout; /* seconds; 0: 5 */
+	bool kernel; /* offer the record layer to the kernel (kTLS) when it has the tls module */
 };
 
 /* Load the files and check them (the key must match the certificate): 0, or -1 with errno and

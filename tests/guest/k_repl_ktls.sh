@@ -15,7 +15,7 @@ LEDGER=$TOOLS/hak-ledger
 modprobe tls || fail "modprobe tls failed: this kernel has no tls module"
 grep -qw tls /proc/sys/net/ipv4/tcp_available_ulp || fail "the tls ULP is not available after modprobe"
 
-PAIR_TRANSPORT=tls PAIR_BLANK=1 pair_setup sync 64M
+PAIR_TRANSPORT=tls PAIR_EXTRA="tls-kernel yes" PAIR_BLANK=1 pair_setup sync 64M
 pair_report_logs
 wait_synced 60
 for n in alpha beta; do

@@ -179,7 +179,7 @@ START_TEST(test_transport_tls)
 	             "\ttls-ca-file /etc/hak/ca.crt\n\ttls-cert-file /etc/hak/a.crt\n"
 	             "\ttls-key-file /etc/hak/a.key\n\ttls-peer-name b.example\n}\n"
 	             "volume p {\n\tbacking /p\n\tnbd-socket /p.nbd\n\ttransport tls\n"
-	             "\ttls-psk-file /etc/hak/repl.psk\n}\n"
+	             "\ttls-psk-file /etc/hak/repl.psk\n\ttls-kernel yes\n}\n"
 	             "volume t {\n\tbacking /t\n\tnbd-socket /t.nbd\n}\n");
 	const struct hak_volume_cfg *c = &cfg->volumes[0], *p = &cfg->volumes[1];
 	ck_assert_int_eq(c->transport, HAK_TRANSPORT_TLS);
@@ -188,6 +188,8 @@ START_TEST(test_transport_tls)
 	ck_assert_str_eq(c->tls_key_file, "/etc/hak/a.key");
 	ck_assert_str_eq(c->tls_peer_name, "b.example");
 	ck_assert_ptr_null(c->tls_psk_file);
+	ck_assert(!c->tls_kernel); /* opt-in */
+	ck_assert(p->tls_kernel);
 	ck_assert_int_eq(p->transport, HAK_TRANSPORT_TLS);
 	ck_assert_str_eq(p->tls_psk_file, "/etc/hak/repl.psk");
 	ck_assert_ptr_null(p->tls_peer_name);
