@@ -645,7 +645,7 @@ static const struct bad_case bad_cases[] = {
      "resync-rate-min, resync-fill-target, fencing, fence-timeout, fence-peer, unfence-peer, "
      "auth-key-file, "
      "insecure-no-auth, transport, tls-ca-file, tls-cert-file, tls-key-file, "
-     "tls-peer-name, tls-psk-file."},
+     "tls-peer-name, tls-psk-file, tls-kernel."},
     {VOL "\tal-extents 10\n}\n", 4, 13,
      "al-extents 10 of volume 'v' is too small; use 0 to turn the activity log off or 64 to "
      "12292."},
