@@ -247,10 +247,10 @@ static int group_spawn_mount(struct group *g, const struct hak_resource_cfg *rc,
  * so a start after a partial start or a restart of hakd picks up what exists; after nbdfuse died
  * (the monitor's restart), the dead FUSE mount and the loop devices left on its file are cleared
  * before a new nbdfuse starts. The loop device lets go of the FUSE file a moment after losetup -d
- * returns, so the FUSE unmount is retried for up to 5 s before the stop counts as failed. Loop
- * devices are found through /sys/block/loopN/loop/backing_file, not losetup -j: that one asks
- * every loop device's backing file for its attributes, and one left on a dead FUSE file would
- * hang it.
+ * returns, so the FUSE unmount is retried for up to 15 s (a loaded host needs more than 5) before
+ * the stop counts as failed. Loop devices are found through /sys/block/loopN/loop/backing_file, not
+ * losetup -j: that one asks every loop device's backing file for its attributes, and one left on a
+ * dead FUSE file would hang it.
  *
  * Arguments: $1 FUSE directory, $2 link, $3 URI, $4 socket, $5 export, $6 hak-attach, $7 the
  * device's identifier. Stop and monitor follow the link: a /dev/nbdN is the kernel's.
@@ -290,7 +290,8 @@ static int group_spawn_attach(struct group *g, const struct hak_resource_cfg *rc
 	    "[ \"$(cat \"$f\" 2>/dev/null)\" = \"$1/disk\" ] || continue; d=${f#/sys/block/}; "
 	    "losetup -d \"/dev/${d%%/*}\" || exit 1; done; rm -f \"$2\"; "
 	    "i=0; while mountpoint -q \"$1\"; do fusermount3 -u \"$1\" 2>/dev/null && break; "
-	    "i=$((i+1)); if [ $i -gt 50 ]; then fusermount3 -u \"$1\"; exit 1; fi; sleep 0.1; done";
+	    "i=$((i+1)); if [ $i -gt 150 ]; then fusermount3 -u \"$1\"; exit 1; fi; sleep 0.1; "
+	    "done";
 	static const char monitor_sh[] =
 	    "dev=$(readlink -f \"$2\") && [ -b \"$dev\" ] || exit 1; n=${dev#/dev/}; "
 	    "case $n in nbd*) [ -e \"/sys/block/$n/pid\" ] && "
