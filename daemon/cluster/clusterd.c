@@ -733,9 +733,10 @@ json_t *clusterd_status_json(const struct clusterd *cd)
 	paths = json_array();
 	for (unsigned i = 0; paths && i < s.n_paths; i++)
 		json_array_append_new(
-		    paths, json_pack("{s:i, s:b, s:I, s:I, s:I, s:I, s:I}", "path", (int)i, "alive",
-		                     s.paths[i].alive, "last_heard_ms",
-		                     (json_int_t)s.paths[i].last_heard_ms, "rx_ok",
+		    paths, json_pack("{s:i, s:b, s:I, s:I, s:I, s:I, s:I, s:I}", "path", (int)i,
+		                     "alive", s.paths[i].alive, "last_heard_ms",
+		                     (json_int_t)s.paths[i].last_heard_ms, "rtt_us",
+		                     (json_int_t)s.paths[i].rtt_us, "rx_ok",
 		                     (json_int_t)s.paths[i].rx_ok, "rx_rejected",
 		                     (json_int_t)(s.paths[i].rx_bad + s.paths[i].rx_replay +
 		                                  s.paths[i].rx_foreign),

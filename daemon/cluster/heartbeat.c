@@ -96,6 +96,8 @@ int hb_encode(const struct hb_msg *m, const struct key_bytes *key, uint8_t buf[H
 	be_put64(buf + 32, m->time_ms);
 	be_put16(buf + 40, m->flags);
 	be_put16(buf + 42, m->stale);
+	be_put64(buf + 44, m->echo_seq);
+	be_put32(buf + 52, m->echo_hold_us);
 	return hb_frame_seal(&hb_frame, key, buf);
 }
 
@@ -119,6 +121,8 @@ enum hb_verdict hb_decode(const uint8_t *buf, size_t len, const struct key_bytes
 	m->time_ms = be_get64(buf + 32);
 	m->flags = be_get16(buf + 40);
 	m->stale = be_get16(buf + 42);
+	m->echo_seq = be_get64(buf + 44);
+	m->echo_hold_us = be_get32(buf + 52);
 	return HB_OK;
 }
 
@@ -205,6 +209,12 @@ struct hb {
 	struct hb_replay replay[HB_MAX_PATHS];
 	uint64_t seq, incarnation;
 	struct keyring kr; /* the key(s) packets go out and are checked under */
+	/* the round trip (heartbeat.h, echo): when the recent sequences left, and per path the
+	 * newest sequence accepted from the peer and when it arrived */
+	uint64_t sent_seq[HB_SENT_RING];
+	int64_t sent_us[HB_SENT_RING];
+	uint64_t echo_seq[HB_MAX_PATHS];
+	int64_t echo_at_us[HB_MAX_PATHS];
 	/* shared, under mu */
 	pthread_mutex_t mu;
 	uint8_t role, disk;
@@ -284,7 +294,14 @@ static void send_all(struct hb *hb)
 		const struct hb_path_cfg *p = &hb->cfg.paths[i];
 		m.path = (uint8_t)i;
 		for (unsigned k = 0; k < nk; k++) {
+			int64_t now_us = clock_mono_us(), held = now_us - hb->echo_at_us[i];
+			m.echo_seq = hb->echo_seq[i];
+			m.echo_hold_us = !m.echo_seq         ? 0
+			                 : held > UINT32_MAX ? UINT32_MAX
+			                                     : (uint32_t)held;
 			m.seq = ++hb->seq;
+			hb->sent_seq[m.seq % HB_SENT_RING] = m.seq;
+			hb->sent_us[m.seq % HB_SENT_RING] = now_us;
 			bool ok = hb_encode(&m, keys[k], pkt) == 0 &&
 			          sendto(hb->fds[i], pkt, sizeof(pkt), MSG_DONTWAIT,
 			                 (const struct sockaddr *)&p->peer,
@@ -390,6 +407,25 @@ static uint64_t *classify(struct hb *hb, unsigned path, const struct sockaddr_st
 	return NULL;
 }
 
+/*
+ * Under mu, on the heartbeat thread: the packet echoes one of ours, so the path's round trip is
+ * the time since ours left less the time the peer held it. A sequence of a previous incarnation
+ * that happens to match a new one gives one wrong sample at most; nothing depends on it.
+ */
+static void measure_rtt(struct hb *hb, unsigned path, const struct hb_msg *m)
+{
+	int64_t now_us = clock_mono_us();
+	unsigned slot = (unsigned)(m->echo_seq % HB_SENT_RING);
+
+	hb->echo_seq[path] = m->seq;
+	hb->echo_at_us[path] = now_us;
+	if (m->echo_seq && hb->sent_seq[slot] == m->echo_seq) {
+		int64_t rtt = now_us - hb->sent_us[slot] - (int64_t)m->echo_hold_us;
+		if (rtt >= 0)
+			hb->paths[path].rtt_us = rtt;
+	}
+}
+
 /* Under mu: record an accepted message; true if the peer's state or a path changed. */
 static bool accept_msg(struct hb *hb, unsigned path, const struct hb_msg *m, int64_t now)
 {
@@ -399,6 +435,7 @@ static bool accept_msg(struct hb *hb, unsigned path, const struct hb_msg *m, int
 
 	hb->paths[path].rx_ok++;
 	hb->heard_at[path] = now;
+	measure_rtt(hb, path, m);
 	/* the newest by sequence: paths deliver out of order relative to each other */
 	if (!hb->peer_known || m->incarnation != hb->peer.incarnation || m->seq > hb->peer.seq)
 		hb->peer = *m;
@@ -558,6 +595,7 @@ static int setup(struct hb *hb, char *err, size_t errlen)
 		if (open_path(hb, i, err, errlen) < 0)
 			return -1;
 		hb->heard_at[i] = -1;
+		hb->paths[i].rtt_us = -1;
 		ev_io_init(&hb->rx[i], rx_cb, hb->fds[i], EV_READ);
 		hb->rx[i].data = hb;
 		ev_io_start(hb->lt.loop, &hb->rx[i]);

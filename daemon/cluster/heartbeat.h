@@ -11,11 +11,18 @@
  * never delays a heartbeat. The runtime tells the main loop about changes through an ev_async;
  * the main loop reads a consistent copy of the state with hb_snapshot().
  *
- * Packet (76 bytes, big-endian):
- *   0 magic "HAKH" | 4 version (1) | 5 path index | 6 role | 7 disk
+ * Packet (88 bytes, big-endian):
+ *   0 magic "HAKH" | 4 version (2) | 5 path index | 6 role | 7 disk
  *   8 cluster id (u32) | 12 sender node id (u32) | 16 sender incarnation (u64)
  *   24 sequence (u64) | 32 sender timestamp ms (u64, CLOCK_REALTIME, informative)
- *   40 flags (u16, HB_F_*) | 42 stale volumes (u16) | 44 HMAC-SHA256 of bytes 0..43
+ *   40 flags (u16, HB_F_*) | 42 stale volumes (u16)
+ *   44 echo: the newest sequence the sender accepted from its peer on this path (u64, 0 none)
+ *   52 echo hold: microseconds between that packet's arrival and this one's sending (u32)
+ *   56 HMAC-SHA256 of bytes 0..55
+ *
+ * The echo gives each node the path's round trip without a packet of its own: the time from
+ * sending sequence S to receiving a packet that echoes S, less the hold. It is informative
+ * (status, metrics); liveness never depends on it.
  *
  * The disk at 7 is the worst of the sender's volumes; bit i of the stale mask is set when its
  * volume i (in the configuration's order) is not UpToDate, so a fence confirms per volume.
@@ -31,11 +38,12 @@
 #include "lib/keyfile.h"
 
 #define HB_MAGIC        0x48414b48u /* "HAKH" */
-#define HB_VERSION      1u
-#define HB_PKT_SIZE     76u
-#define HB_MAC_OFFSET   44u
+#define HB_VERSION      2u
+#define HB_PKT_SIZE     88u
+#define HB_MAC_OFFSET   56u
 #define HB_MAX_PATHS    8u
 #define HB_DEFAULT_PORT 7790u
+#define HB_SENT_RING    64u /* send times kept for the round trip: 4 intervals of 8 paths x 2 keys */
 
 /* Flags a node advertises (cluster_out.eligible / want_primary and its I/O state). */
 #define HB_F_ELIGIBLE     (1u << 0)
@@ -57,7 +65,9 @@ struct hb_msg {
 	uint64_t seq;         /* per sender, increasing by one per packet sent on any path */
 	uint64_t time_ms;
 	uint16_t flags;
-	uint16_t stale; /* bit i: the sender's volume i is not UpToDate */
+	uint16_t stale;        /* bit i: the sender's volume i is not UpToDate */
+	uint64_t echo_seq;     /* the newest sequence the sender accepted on this path; 0 none */
+	uint32_t echo_hold_us; /* how long the sender held it before this packet left */
 };
 
 /* What the receiver remembers of one sender on one path. */
@@ -152,6 +162,7 @@ struct hb_config {
 struct hb_path_state {
 	bool alive;
 	int64_t last_heard_ms; /* ms since the last accepted packet; -1: never */
+	int64_t rtt_us;        /* the path's last measured round trip (echo); -1: none yet */
 	uint64_t rx_ok, rx_bad, rx_replay, rx_foreign, tx_ok, tx_err;
 };
 

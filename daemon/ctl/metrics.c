@@ -354,6 +354,9 @@ static void render_cluster(FILE *f, const json_t *cl)
 	     "alive"},
 	    {"hak_heartbeat_path_last_heard_seconds", "gauge",
 	     "Time since the last valid heartbeat from the peer on the path.", "last_heard_ms"},
+	    {"hak_heartbeat_path_rtt_seconds", "gauge",
+	     "The path's last measured round trip (a heartbeat and the peer's echo of it).",
+	     "rtt_us"},
 	    {"hak_heartbeat_received_total", "counter", "Valid heartbeats received on the path.",
 	     "rx_ok"},
 	    {"hak_heartbeat_rejected_total", "counter",
@@ -377,7 +380,9 @@ static void render_cluster(FILE *f, const json_t *cl)
 				family(f, paths[k].name, paths[k].type, paths[k].help);
 			header = true;
 			fprintf(f, "%s{path=\"%zu\"}", paths[k].name, i);
-			put_value(f, strcmp(paths[k].key, "last_heard_ms") == 0 ? v / 1e3 : v);
+			put_value(f, strcmp(paths[k].key, "last_heard_ms") == 0 ? v / 1e3
+			             : strcmp(paths[k].key, "rtt_us") == 0      ? v / 1e6
+			                                                        : v);
 		}
 	}
 	if (jnum(jpath(cl, "peer.alive"), &v)) {

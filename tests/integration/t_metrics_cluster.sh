@@ -67,7 +67,14 @@ for p in 0 1; do
 		((b - a >= 5)) || fail "path $p: $c heartbeats went from $a to $b in more than 1 s"
 	done
 	assert_eq "$(m "$M.alpha.1" "hak_heartbeat_rejected_total{path=\"$p\"}")" 0 "path $p: rejected"
+	# the round trip from the echo: a veth's, well under the 100 ms interval
+	rtt=$(m "$M.alpha.1" "hak_heartbeat_path_rtt_seconds{path=\"$p\"}")
+	awk -v r="$rtt" 'BEGIN {exit !(r > 0 && r < 0.05)}' ||
+		fail "path $p: heartbeat round trip '$rtt' s, want between 0 and 50 ms"
+	[[ $(cl alpha "paths[$p].rtt_us") =~ ^[0-9]+$ ]] ||
+		fail "path $p: status rtt_us is '$(cl alpha "paths[$p].rtt_us")', not a measured number"
 done
+log "heartbeat round trips: $(grep '^hak_heartbeat_path_rtt_seconds' "$M.alpha.1" | tr '\n' ' ')"
 log "both paths up on both nodes, heartbeats counted; promotions alpha 1, beta 0"
 
 # ---- one path down ----

@@ -49,7 +49,9 @@ static struct hb_msg sample(void)
 	                   .seq = 41,
 	                   .time_ms = 1790000000123ull,
 	                   .flags = HB_F_ELIGIBLE | HB_F_IO_FROZEN,
-	                   .stale = 0x8001};
+	                   .stale = 0x8001,
+	                   .echo_seq = 0x1122334455667788ull,
+	                   .echo_hold_us = 0xa0b0c0d0u};
 	return m;
 }
 
@@ -64,11 +66,14 @@ START_TEST(roundtrip)
 	ck_assert(d.path == m.path && d.role == m.role && d.disk == m.disk &&
 	          d.cluster_id == m.cluster_id && d.node_id == m.node_id &&
 	          d.incarnation == m.incarnation && d.seq == m.seq && d.time_ms == m.time_ms &&
-	          d.flags == m.flags && d.stale == m.stale);
+	          d.flags == m.flags && d.stale == m.stale && d.echo_seq == m.echo_seq &&
+	          d.echo_hold_us == m.echo_hold_us);
 	/* the layout is the documented one */
-	ck_assert_int_eq(memcmp(pkt, "HAKH\x01\x01\x01\x00", 8), 0);
+	ck_assert_int_eq(memcmp(pkt, "HAKH\x02\x01\x01\x00", 8), 0);
 	ck_assert_int_eq(pkt[15], 2);
 	ck_assert_int_eq(pkt[31], 41);
+	ck_assert_int_eq(memcmp(pkt + 44, "\x11\x22\x33\x44\x55\x66\x77\x88\xa0\xb0\xc0\xd0", 12),
+	                 0);
 }
 END_TEST
 
@@ -358,6 +363,15 @@ START_TEST(loopback_alive_then_dead)
 	          s.peer.flags == HB_F_ELIGIBLE && s.peer.stale == 0x5);
 	ck_assert(s.paths[0].rx_ok > 0 && s.paths[1].rx_ok > 0);
 	ck_assert(s.paths[0].rx_bad + s.paths[0].rx_replay + s.paths[0].rx_foreign == 0);
+	/* each path's round trip, from the peer's echo: measured, and loopback-short */
+	for (int n = 0; n < 2; n++) {
+		hb_snapshot(W.hb[n], &s);
+		for (int p = 0; p < 2; p++)
+			ck_assert_msg(s.paths[p].rtt_us >= 0 && s.paths[p].rtt_us < 200000,
+			              "node %d path %d: round trip %" PRId64 " us", n + 1, p,
+			              s.paths[p].rtt_us);
+	}
+	printf("Heartbeat round trip on loopback: %" PRId64 " us.\n", s.paths[0].rtt_us);
 
 	/*
 	 * A main loop that does not run for longer than deadtime (a CPU-bound verify) must not
