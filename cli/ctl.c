@@ -146,3 +146,16 @@ out:
 	free(buf);
 	return resp;
 }
+
+void ctl_bytes_text(uint64_t b, int decimals, char *out, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)b;
+	unsigned u = 0;
+
+	while (v >= 1024 && u < 5) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(out, len, "%.*f %s", u ? decimals : 0, v, units[u]);
+}

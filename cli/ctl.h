@@ -6,6 +6,8 @@
 #define HAK_CLI_CTL_H
 
 #include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
 
 /* hakctl's exit codes. */
 enum {
@@ -27,5 +29,7 @@ json_t *ctl_call(const char *sock, json_t *req, int *exit_code);
 /* ctl_call() that gives up (EXIT_UNREACHABLE, a sentence on stderr) when no answer came within
  * timeout_ms; -1 waits as long as it takes. */
 json_t *ctl_call_timeout(const char *sock, json_t *req, int timeout_ms, int *exit_code);
+/* b bytes for a reader: "512 B", "1.50 GiB" (decimals after the point past bytes). */
+void ctl_bytes_text(uint64_t b, int decimals, char *out, size_t len);
 
 #endif

@@ -95,18 +95,6 @@ static json_t *call(const struct cli *c, json_t *req, int *exit_code)
 	return ctl_call(c->control, req, exit_code);
 }
 
-static void human_bytes(uint64_t b, char *out, size_t len)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = (double)b;
-	unsigned u = 0;
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, len, u ? "%.2f %s" : "%.0f %s", v, units[u]);
-}
-
 static json_int_t geti(json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
@@ -159,7 +147,7 @@ static void print_volume(json_t *v)
 {
 	char sz[32];
 	json_t *rq = json_object_get(v, "requests"), *by = json_object_get(v, "bytes");
-	human_bytes((uint64_t)geti(v, "size"), sz, sizeof(sz));
+	ctl_bytes_text((uint64_t)geti(v, "size"), 2, sz, sizeof(sz));
 	printf("volume %s: %s, %s (%lld bytes)%s, backing %s\n",
 	       json_string_value(json_object_get(v, "name")),
 	       json_string_value(json_object_get(v, "role")), sz, (long long)geti(v, "size"),
@@ -187,7 +175,7 @@ static void print_volume(json_t *v)
 	if (!r)
 		return;
 	char oos[32];
-	human_bytes((uint64_t)geti(r, "out_of_sync_bytes"), oos, sizeof(oos));
+	ctl_bytes_text((uint64_t)geti(r, "out_of_sync_bytes"), 2, oos, sizeof(oos));
 	const char *pr = json_string_value(json_object_get(r, "peer_role"));
 	printf("  replication: %s, disk %s, link %s, mode %s; peer %s %s/%s\n",
 	       json_string_value(json_object_get(r, "role")),

@@ -39,19 +39,6 @@ static const char *jstr(json_t *o, const char *k)
 	return s ? s : "unknown";
 }
 
-static void ws_bytes(uint64_t b, char *out, size_t len)
-{
-	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = (double)b;
-	unsigned u = 0;
-
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(out, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-}
-
 /* Why a volume cannot get in sync by waiting, into why; false when it can. */
 static bool ws_nochance(const char *name, json_t *r, char *why, size_t len)
 {
@@ -187,7 +174,7 @@ static void ws_draw_tty(const struct ws_sum *s)
 	for (int i = 0; i < WS_BAR_WIDTH; i++)
 		bar[i] = i < fill ? '#' : '-';
 	bar[WS_BAR_WIDTH] = '\0';
-	ws_bytes(s->oos, oos, sizeof(oos));
+	ctl_bytes_text(s->oos, 1, oos, sizeof(oos));
 	ws_rate(s, rate, sizeof(rate));
 	if (s->resync)
 		printf("\r[%s] %5.1f%%  %s  %s out of sync  (%s)\033[K", bar, pct, rate, oos,
@@ -202,7 +189,7 @@ static void ws_print_line(const struct ws_sum *s)
 {
 	char rate[64], oos[32];
 
-	ws_bytes(s->oos, oos, sizeof(oos));
+	ctl_bytes_text(s->oos, 1, oos, sizeof(oos));
 	ws_rate(s, rate, sizeof(rate));
 	if (s->resync)
 		printf("wait-sync: %.1f%% resynced, %s, %s out of sync (%s)\n", ws_percent(s), rate,

@@ -88,10 +88,11 @@ static void family(FILE *f, const char *name, const char *type, const char *help
 	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-/* One number per volume, at a path of its status object, times scale. */
+/* One number per volume, at a path of its status object, divided by div (1000: ms to s; a
+ * division keeps 86 ms 0.086 s where a product by 1e-3 makes it 0.08600000000000001). */
 struct vol_scalar {
 	const char *name, *type, *help, *path;
-	double scale;
+	double div;
 	bool peer;         /* a replication metric: labelled with the peer too */
 	bool zero_if_none; /* absent from the status means 0 (the resync rate between resyncs) */
 	const char *path2; /* added to path's value, if set */
@@ -120,7 +121,7 @@ static const struct vol_scalar vol_scalars[] = {
      "Writes and barriers sent to the peer and not yet acknowledged.",
      "replication.in_flight_writes", 1, true, false, NULL},
     {"hak_replication_ping_rtt_seconds", "gauge",
-     "Round trip of the last ping on the replication link.", "replication.ping_rtt_ms", 1e-3, true,
+     "Round trip of the last ping on the replication link.", "replication.ping_rtt_ms", 1e3, true,
      false, NULL},
     {"hak_replication_resync_rate_bytes_per_second", "gauge",
      "Rate of the running resync (0 when none runs).", "replication.resync.rate_mbps", 1048576.0,
@@ -145,7 +146,7 @@ static const struct vol_scalar vol_scalars[] = {
      "replication.fencing.frozen_writes", 1, true, false, NULL},
     {"hak_fence_frozen_seconds_total", "counter",
      "Time writes spent suspended by the fence, the current freeze included.",
-     "replication.fencing.total_ms", 1e-3, true, false, "replication.fencing.frozen_ms"},
+     "replication.fencing.total_ms", 1e3, true, false, "replication.fencing.frozen_ms"},
     {"hak_fences_total", "counter", "Times the fence suspended writes.",
      "replication.fencing.fences", 1, true, false, NULL},
 };
@@ -170,7 +171,7 @@ static void render_vol_scalar(FILE *f, const json_t *vols, const struct vol_scal
 		fprintf(f, "%s{", s->name);
 		put_volume_labels(f, vol, s->peer);
 		fputc('}', f);
-		put_value(f, v * s->scale);
+		put_value(f, v / s->div);
 	}
 }
 

@@ -21,6 +21,8 @@
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
 . "$(dirname "$0")/pair.sh"
+# shellcheck source=tests/integration/metrics.sh
+. "$(dirname "$0")/metrics.sh"
 require_hakd
 require_cmd curl jq promtool tc
 
@@ -33,22 +35,6 @@ PAIR_GLOBAL="metrics-listen 127.0.0.1:$PORT" PAIR_BLANK=1 pair_setup sync 64M
 pair_report_logs
 wait_synced 30
 hk alpha primary db >/dev/null || fail "promoting alpha failed"
-
-# scrape NODE OUT: GET /metrics from NODE's namespace into OUT, which promtool must accept.
-scrape() {
-	local ns=NS_$1 code
-	code=$(ip netns exec "${!ns}" curl -sS --max-time 5 -o "$2" -w '%{http_code}' \
-		"http://127.0.0.1:$PORT/metrics") || fail "scraping $1 failed (curl: $code)"
-	assert_eq "$code" 200 "scrape of $1: HTTP status"
-	promtool check metrics <"$2" >"$2.promtool" 2>&1 ||
-		fail "promtool refuses $1's metrics: $(cat "$2.promtool")"
-}
-
-# m FILE SAMPLE: the value of the sample written exactly SAMPLE (name{labels}); fails if none.
-m() {
-	awk -v s="$2" '$1 == s { print $2; found = 1 } END { exit !found }' "$1" ||
-		fail "$1 has no sample $2: $(grep -F "${2%%\{*}" "$1" | head -n 5)"
-}
 
 # hist_check FILE NAME LABELS: the buckets of NAME{LABELS,le=...} never decrease and the last,
 # +Inf, equals NAME_count{LABELS}. Prints the count.

@@ -12,6 +12,8 @@
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=tests/integration/pair.sh
 . "$(dirname "$0")/pair.sh"
+# shellcheck source=tests/integration/metrics.sh
+. "$(dirname "$0")/metrics.sh"
 # shellcheck source=tests/integration/cluster.sh
 . "$(dirname "$0")/cluster.sh"
 require_hakd
@@ -23,22 +25,6 @@ PORT=9810
 CLUSTER_GLOBAL_EXTRA="metrics-listen 127.0.0.1:$PORT" PAIR_BLANK=1 cluster_setup sync 64M
 pair_report_logs
 M=$WORK/m
-
-# scrape NODE OUT: GET /metrics from NODE's namespace into OUT, which promtool must accept.
-scrape() {
-	local ns=NS_$1 code
-	code=$(ip netns exec "${!ns}" curl -sS --max-time 5 -o "$2" -w '%{http_code}' \
-		"http://127.0.0.1:$PORT/metrics") || fail "scraping $1 failed (curl: $code)"
-	assert_eq "$code" 200 "scrape of $1: HTTP status"
-	promtool check metrics <"$2" >"$2.promtool" 2>&1 ||
-		fail "promtool refuses $1's metrics: $(cat "$2.promtool")"
-}
-
-# m FILE SAMPLE: the value of the sample written exactly SAMPLE; fails if none.
-m() {
-	awk -v s="$2" '$1 == s { print $2; found = 1 } END { exit !found }' "$1" ||
-		fail "$1 has no sample $2: $(grep -F "${2%%\{*}" "$1" | head -n 5)"
-}
 
 # metric NODE SAMPLE: SAMPLE's value in a fresh scrape of NODE (for wait_for).
 metric() {
@@ -67,10 +53,11 @@ for p in 0 1; do
 		((b - a >= 5)) || fail "path $p: $c heartbeats went from $a to $b in more than 1 s"
 	done
 	assert_eq "$(m "$M.alpha.1" "hak_heartbeat_rejected_total{path=\"$p\"}")" 0 "path $p: rejected"
-	# the round trip from the echo: a veth's, well under the 100 ms interval
+	# the round trip from the echo: measured (test_heartbeat checks its accuracy on loopback;
+	# here a loaded machine's scheduling shows in it)
 	rtt=$(m "$M.alpha.1" "hak_heartbeat_path_rtt_seconds{path=\"$p\"}")
-	awk -v r="$rtt" 'BEGIN {exit !(r > 0 && r < 0.05)}' ||
-		fail "path $p: heartbeat round trip '$rtt' s, want between 0 and 50 ms"
+	awk -v r="$rtt" 'BEGIN {exit !(r > 0 && r < 0.5)}' ||
+		fail "path $p: heartbeat round trip '$rtt' s, want between 0 and 500 ms"
 	[[ $(cl alpha "paths[$p].rtt_us") =~ ^[0-9]+$ ]] ||
 		fail "path $p: status rtt_us is '$(cl alpha "paths[$p].rtt_us")', not a measured number"
 done
