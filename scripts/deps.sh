@@ -23,6 +23,9 @@ PACKAGES=(
 	# tests/guest/guest.sh: a stock kernel booted in QEMU, for the modules this machine's kernel
 	# may lack (nbd, tls, rdma_rxe): t_kernel
 	qemu-system-x86 linux-image-amd64 busybox-static
+	# the RDMA transport (librdmacm, libibverbs; rxe's user-space provider) and the tools that
+	# set up and check Soft-RoCE devices in the guest test (rdma from iproute2, rping)
+	librdmacm-dev libibverbs-dev ibverbs-providers rdmacm-utils ibverbs-utils
 )
 
 missing=()
