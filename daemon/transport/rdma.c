@@ -69,9 +69,11 @@ struct rdma_accepting {
 struct rdma_listener {
 	struct tlistener base;
 	struct tlisten_params p; /* addr is not kept */
+	struct sockaddr_storage sa;
 	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
+	struct rdma_cm_id *id; /* NULL while its device is gone */
 	ev_io cm_w;
+	ev_timer retry_w;
 	struct rdma_accepting *pending;
 };
 
@@ -786,11 +788,35 @@ static void listener_request(struct rdma_listener *l, struct rdma_cm_id *id)
 	ev_io_start(l->p.loop, &a->cm_w);
 }
 
+/* Listen on l->sa: 0, or -1 with errno (ENODEV while no RDMA device holds the address). */
+static int listener_bind(struct rdma_listener *l)
+{
+	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) < 0) {
+		l->id = NULL;
+		return -1;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&l->sa) < 0 || rdma_listen(l->id, 16) < 0) {
+		int saved = errno;
+		rdma_destroy_id(l->id);
+		l->id = NULL;
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+static void listener_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rdma_listener *l = w->data;
+	(void)revents;
+	if (listener_bind(l) == 0)
+		ev_timer_stop(loop, w);
+}
+
 static void listener_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct rdma_listener *l = w->data;
 	struct rdma_cm_event *ev;
-	(void)loop;
 	(void)revents;
 	while (rdma_get_cm_event(l->ch, &ev) == 0) {
 		enum rdma_cm_event_type type = ev->event;
@@ -798,14 +824,20 @@ static void listener_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 		/* Acknowledged first: the new id migrates to its own channel, which waits for
 		 * every event of this one to be acknowledged. */
 		rdma_ack_cm_event(ev);
-		if (type == RDMA_CM_EVENT_CONNECT_REQUEST)
+		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
 			listener_request(l, id);
+		} else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL && id == l->id) {
+			/* The listening id dies with its device; listen again once a device
+			 * holds the address (a replaced adapter, a Soft-RoCE device re-added). */
+			rdma_destroy_id(l->id);
+			l->id = NULL;
+			ev_timer_again(loop, &l->retry_w);
+		}
 	}
 }
 
 static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
 {
-	struct sockaddr_storage sa;
 	socklen_t salen;
 	int saved;
 	struct rdma_listener *l = calloc(1, sizeof(*l));
@@ -813,9 +845,8 @@ static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
 		errno = ENOMEM;
 		return -1;
 	}
-	if (net_addr_resolve(p->addr, p->port_offset, 1, &sa, &salen) < 0 ||
-	    !(l->ch = channel_open()) || rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) < 0 ||
-	    rdma_bind_addr(l->id, (struct sockaddr *)&sa) < 0 || rdma_listen(l->id, 16) < 0)
+	if (net_addr_resolve(p->addr, p->port_offset, 1, &l->sa, &salen) < 0 ||
+	    !(l->ch = channel_open()) || listener_bind(l) < 0)
 		goto fail;
 	l->base.t = &transport_rdma;
 	l->p = *p;
@@ -823,12 +854,13 @@ static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
 	ev_io_init(&l->cm_w, listener_cm_cb, l->ch->fd, EV_READ);
 	l->cm_w.data = l;
 	ev_io_start(p->loop, &l->cm_w);
+	ev_init(&l->retry_w, listener_retry_cb);
+	l->retry_w.repeat = 1.0;
+	l->retry_w.data = l;
 	*out = &l->base;
 	return 0;
 fail:
 	saved = errno;
-	if (l->id)
-		rdma_destroy_id(l->id);
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
 	free(l);
@@ -842,7 +874,9 @@ static void rt_listener_close(struct tlistener *tl)
 	while (l->pending)
 		accepting_free(l->pending);
 	ev_io_stop(l->p.loop, &l->cm_w);
-	rdma_destroy_id(l->id);
+	ev_timer_stop(l->p.loop, &l->retry_w);
+	if (l->id)
+		rdma_destroy_id(l->id);
 	rdma_destroy_event_channel(l->ch);
 	free(l);
 }

@@ -13,6 +13,9 @@
 #include "lib/outq.h"
 #include "transport/rdma_flow.h"
 #include "transport/transport.h"
+#ifdef HAK_HAVE_RDMA
+#include "transport/rdma.h"
+#endif
 
 static char why[256];
 
@@ -288,6 +291,20 @@ START_TEST(rx_rejects)
 }
 END_TEST
 
+/* The transport is there exactly when the build found rdma-core. */
+START_TEST(transport_by_name)
+{
+	errno = 0;
+#ifdef HAK_HAVE_RDMA
+	ck_assert_ptr_eq(transport_find("rdma"), &transport_rdma);
+	ck_assert_str_eq(transport_rdma.name, "rdma");
+#else
+	ck_assert_ptr_null(transport_find("rdma"));
+	ck_assert_int_eq(errno, ENOENT);
+#endif
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("rdma_flow");
@@ -298,6 +315,7 @@ int main(void)
 	tcase_add_test(tc, fragments_full_buffers);
 	tcase_add_test(tc, fragments_split_headers);
 	tcase_add_test(tc, rx_rejects);
+	tcase_add_test(tc, transport_by_name);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
