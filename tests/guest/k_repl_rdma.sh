@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs inside the guest (tests/integration/t_kernel.sh boots it): replication over RDMA, on
-# Soft-RoCE (rdma_rxe; see _pair_rdma_setup in pair.sh for why both nodes share one device).
+# Soft-RoCE (rdma_rxe; see _pair_one_ns_setup in pair.sh for why both nodes share one device).
 #   1. a sync pair with 'transport rdma' connects; its four streams are RC queue pairs (rdma
 #      resource show);
 #   2. a hak-ledger storm on alpha, then alpha killed with SIGKILL mid-storm, beta (UpToDate)
@@ -35,7 +35,9 @@ verify_clean() {
 	shift
 	out=$("$LEDGER" verify --ledger "$l" "$@" 2>&1) || rc=$?
 	line=$(grep '^verify:' <<<"$out" | tail -n 1) || true
-	((rc == 0)) && [[ -n $line ]] || fail "ledger verify ($*) exited $rc: $(tail -n 5 <<<"$out")"
+	if ((rc != 0)) || [[ -z $line ]]; then
+		fail "ledger verify ($*) exited $rc: $(tail -n 5 <<<"$out")"
+	fi
 	assert_eq "$(field_before "$line" missing)" 0 "missing blocks ($*)"
 	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks ($*)"
 	log "verify $(basename "$l") on $*: ${line#verify: }"

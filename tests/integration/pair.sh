@@ -17,7 +17,7 @@
 #                            mallory of the same CA and an impostor-alpha of another);
 #                            PAIR_TRANSPORT=tls-psk with the pre-shared key WORK/tls/psk.
 #                            PAIR_TRANSPORT=rdma over Soft-RoCE (rdma_rxe, so in tests/guest):
-#                            see _pair_rdma_setup.
+#                            see _pair_one_ns_setup.
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -120,8 +120,8 @@ pair_setup() {
 		"$REPO/tests/tls-certs.sh" "$WORK/tls" alpha beta mallory ||
 			fail "making the TLS certificates in $WORK/tls failed"
 	fi
-	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
-		_pair_rdma_setup
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma || -n ${PAIR_ONE_NS:-} ]]; then
+		_pair_one_ns_setup
 	else
 		_pair_netns_setup
 	fi
@@ -147,17 +147,23 @@ pair_setup() {
 # the initial namespace (the guest's own) instead, their two addresses on one veth with one rxe
 # device, and every packet loops through that device inside rxe: queue pairs, completions and
 # the connection manager as with two machines, without a wire. NS_alpha/NS_beta name nothing.
-_pair_rdma_setup() {
-	modprobe rdma_rxe || fail "modprobe rdma_rxe failed: this kernel has no Soft-RoCE"
-	require_cmd rdma
+# PAIR_ONE_NS=1 gives a TCP pair the same layout (its packets then loop through lo), for
+# comparing the two transports.
+_pair_one_ns_setup() {
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+		modprobe rdma_rxe || fail "modprobe rdma_rxe failed: this kernel has no Soft-RoCE"
+		require_cmd rdma
+	fi
 	ip link add "ha1-$PAIR_SID" type veth peer name "hb1-$PAIR_SID"
 	defer "ip link del ha1-$PAIR_SID 2>/dev/null || true"
 	ip addr add 192.0.2.1/25 dev "ha1-$PAIR_SID"
 	ip addr add 192.0.2.2/25 dev "ha1-$PAIR_SID"
 	ip link set "ha1-$PAIR_SID" up
 	ip link set "hb1-$PAIR_SID" up
-	rdma_dev_add
-	defer "rdma link delete rxe-$PAIR_SID 2>/dev/null || true"
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+		rdma_dev_add
+		defer "rdma link delete rxe-$PAIR_SID 2>/dev/null || true"
+	fi
 	PAIR_NO_NETNS=1 # for node_start
 }
 
