@@ -52,6 +52,19 @@ LIBHAK     := $(BUILD)/libhak.a
 DAEMON_SRC := $(filter-out daemon/main.c,$(sort $(shell find daemon -name '*.c')))
 DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
 LIBHAKD    := $(BUILD)/libhakd.a
+# The RDMA transport needs rdma-core (librdmacm, libibverbs); without it the build leaves it out
+# and a volume with 'transport rdma' is a configuration error.
+RDMA_PKGS := librdmacm libibverbs
+ifeq ($(shell pkg-config --exists $(RDMA_PKGS) && echo yes),yes)
+ALL_CFLAGS += -DHAK_HAVE_RDMA
+LIBS       += $(shell pkg-config --libs $(RDMA_PKGS))
+else
+DAEMON_SRC := $(filter-out daemon/transport/rdma.c,$(DAEMON_SRC))
+DAEMON_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRC))
+ifeq ($(MAKELEVEL),0)
+$(info RDMA transport left out (librdmacm/libibverbs not found))
+endif
+endif
 
 UNIT_SRC   := $(wildcard tests/unit/test_*.c)
 UNIT_BIN   := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(UNIT_SRC))
@@ -149,8 +162,9 @@ deps:
 # ---- fuzzing (clang + libFuzzer) ---------------------------------------------------------
 FUZZ_SRC  := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN  := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRC))
-# The in-memory transport plays the network for fuzz_peerauth.
-FUZZ_OBJ    := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC) $(DAEMON_SRC) \
+# The in-memory transport plays the network for fuzz_peerauth (RDMA's verbs are not fuzzed).
+FUZZ_OBJ    := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC) \
+                 $(filter-out daemon/transport/rdma.c,$(DAEMON_SRC)) \
                  tests/unit/support/memtransport.c)
 FUZZ_BASE   := -std=gnu11 -g -O1 -D_GNU_SOURCE -DHAK_FUZZ $(INCLUDES) $(PKG_CFLAGS) \
                -fno-sanitize-recover=undefined

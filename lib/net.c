@@ -105,21 +105,37 @@ int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
 	return fd;
 }
 
-int net_peer_name(int fd, char *buf, size_t len)
+int net_addr_resolve(const char *addr, unsigned port_offset, int passive,
+                     struct sockaddr_storage *sa, socklen_t *salen)
 {
-	struct sockaddr_storage sa;
-	socklen_t salen = sizeof(sa);
-	char host[NI_MAXHOST], port[NI_MAXSERV];
-	int rc;
-
-	if (getpeername(fd, (struct sockaddr *)&sa, &salen) < 0)
+	struct addrinfo *ai;
+	if (net_resolve(addr, port_offset, passive, &ai) < 0)
 		return -1;
-	rc = getnameinfo((struct sockaddr *)&sa, salen, host, sizeof(host), port, sizeof(port),
-	                 NI_NUMERICHOST | NI_NUMERICSERV);
+	memcpy(sa, ai->ai_addr, ai->ai_addrlen);
+	*salen = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int net_addr_name(const struct sockaddr *sa, socklen_t salen, char *buf, size_t len)
+{
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+	int rc = getnameinfo(sa, salen, host, sizeof(host), port, sizeof(port),
+	                     NI_NUMERICHOST | NI_NUMERICSERV);
 	if (rc != 0) {
 		errno = rc == EAI_SYSTEM ? errno : EINVAL;
 		return -1;
 	}
-	snprintf(buf, len, sa.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
+	snprintf(buf, len, sa->sa_family == AF_INET6 ? "[%s]:%s" : "%s:%s", host, port);
 	return 0;
+}
+
+int net_peer_name(int fd, char *buf, size_t len)
+{
+	struct sockaddr_storage sa;
+	socklen_t salen = sizeof(sa);
+
+	if (getpeername(fd, (struct sockaddr *)&sa, &salen) < 0)
+		return -1;
+	return net_addr_name((struct sockaddr *)&sa, salen, buf, len);
 }

@@ -8,6 +8,7 @@
 #define HAK_NET_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 /*
  * A non-blocking listening socket on addr, at its port plus port_offset. Returns the fd, or -1
@@ -26,5 +27,12 @@ int net_connect(const char *addr, unsigned port_offset, const char *bind_host,
 
 /* The remote end of a connected socket as "HOST:PORT" or "[V6]:PORT", numeric; -1 with errno. */
 int net_peer_name(int fd, char *buf, size_t len);
+
+/* addr (at its port plus port_offset) as a socket address, for transports that do not use
+ * sockets (RDMA's connection manager): 0, or -1 with errno as net_listen. */
+int net_addr_resolve(const char *addr, unsigned port_offset, int passive,
+                     struct sockaddr_storage *sa, socklen_t *salen);
+/* sa as "HOST:PORT" or "[V6]:PORT", numeric; -1 with errno. */
+int net_addr_name(const struct sockaddr *sa, socklen_t salen, char *buf, size_t len);
 
 #endif

@@ -39,6 +39,9 @@ PACKAGES=(
 	# crm_attribute/cibadmin/crm_mon (pacemaker-cli-utils), xmllint for the meta-data's DTD,
 	# the crm shell whose commands docs/pacemaker.md gives (t_ocf_agent runs them)
 	resource-agents pacemaker corosync pacemaker-cli-utils libxml2-utils crmsh
+	# the RDMA transport (librdmacm, libibverbs; rxe's user-space provider) and the tools that
+	# set up and check Soft-RoCE devices in the guest test (rdma from iproute2, rping)
+	librdmacm-dev libibverbs-dev ibverbs-providers rdmacm-utils ibverbs-utils
 )
 
 missing=()

@@ -26,6 +26,7 @@
 #include "conf_schema.h"
 #include "config_check.h"
 #include "transport/hashrun.h"
+#include "transport/transport.h"
 
 #define CONFIG_HOSTNAME_MAX 64u /* HOST_NAME_MAX on Linux */
 
@@ -40,7 +41,7 @@ static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
 static const char *const disk_failure_names[] = {"detach", "failover", NULL};
 static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
 static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
-static const char *const transport_names[] = {"tcp", "tls", NULL};
+static const char *const transport_names[] = {"tcp", "tls", "rdma", NULL};
 static const char *const nbd_tls_names[] = {"off", "on", "require", NULL};
 
 static int enum_log_level(const char *s, void *field)
@@ -670,14 +671,22 @@ static int volume_check_tls(struct conf_parse *ps, const struct conf_block *blk,
 	bool certs = v->tls_ca_file || v->tls_cert_file || v->tls_key_file || v->tls_peer_name;
 	unsigned line, col;
 
+	if (v->transport == HAK_TRANSPORT_RDMA && !transport_find("rdma")) {
+		config_setting_pos(blk, "transport", &line, &col);
+		return conf_parse_error(
+		    ps, line, col,
+		    "Volume '%s' has 'transport rdma' but this build has no RDMA "
+		    "transport (it was built without librdmacm and libibverbs).",
+		    v->name);
+	}
 	if (v->transport != HAK_TRANSPORT_TLS) {
 		if (!key)
 			return 0;
 		config_setting_pos(blk, key, &line, &col);
 		return conf_parse_error(ps, line, col,
-		                        "Volume '%s' has %s but its transport is tcp; add "
+		                        "Volume '%s' has %s but its transport is %s; add "
 		                        "'transport tls' or remove the tls-* keys.",
-		                        v->name, key);
+		                        v->name, key, transport_names[v->transport]);
 	}
 	config_setting_pos(blk, key ? key : "transport", &line, &col);
 	if (v->tls_psk_file && certs)

@@ -109,7 +109,8 @@ enum hak_csums {
 /* The replication link of a volume ("transport"). */
 enum hak_transport {
 	HAK_TRANSPORT_TCP,
-	HAK_TRANSPORT_TLS, /* TLS 1.3: certificates (tls-ca-file...) or a key (tls-psk-file) */
+	HAK_TRANSPORT_TLS,  /* TLS 1.3: certificates (tls-ca-file...) or a key (tls-psk-file) */
+	HAK_TRANSPORT_RDMA, /* reliable-connected queue pairs through rdma_cm (transport/rdma.h) */
 };
 
 /*

@@ -1274,7 +1274,13 @@ static int repl_transport_open(struct repl *r, char *err, size_t errlen)
 	const struct hak_volume_cfg *vc = r->p.vcfg;
 	char terr[512];
 	if (vc->transport != HAK_TRANSPORT_TLS) {
-		r->p.transport = transport_find("tcp");
+		const char *name = vc->transport == HAK_TRANSPORT_RDMA ? "rdma" : "tcp";
+		r->p.transport = transport_find(name);
+		if (!r->p.transport) {
+			snprintf(err, errlen, "Volume %s: this build has no %s transport.", r->name,
+			         name);
+			return -1;
+		}
 		return 0;
 	}
 	struct tls_params tp = {.ca_file = vc->tls_ca_file,

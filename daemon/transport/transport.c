@@ -9,9 +9,18 @@
 #include "peerauth.h"
 #include "tcp.h"
 #include "tls.h"
+#ifdef HAK_HAVE_RDMA
+#include "rdma.h"
+#endif
 
-/* The transports this build has, by name. RDMA joins here (with its build option). */
-static const struct transport_ops *const transports[] = {&transport_tcp, &transport_tls};
+/* The transports this build has, by name: rdma only where rdma-core was found (the Makefile). */
+static const struct transport_ops *const transports[] = {
+    &transport_tcp,
+    &transport_tls,
+#ifdef HAK_HAVE_RDMA
+    &transport_rdma,
+#endif
+};
 
 const struct transport_ops *transport_find(const char *name)
 {

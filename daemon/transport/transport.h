@@ -6,8 +6,9 @@
  * wire.c, shared by every implementation) and hands each to its owner with the payload in a
  * buffer the owner then owns (buf_put(payload, hdr->len)).
  *
- * Implementations: tcp (tcp.c) and tls (tls.c, TCP streams with a TLS 1.3 layer). The unit tests
- * add an in-memory one (tests/unit/support/memtransport.h). RDMA is to come as a sibling.
+ * Implementations: tcp (tcp.c), tls (tls.c, TCP streams with a TLS 1.3 layer) and, where the
+ * build found rdma-core, rdma (rdma.c, RC queue pairs). The unit tests add an in-memory one
+ * (tests/unit/support/memtransport.h).
  *
  * Callers use the tstream_* / tlistener_* / tconnect_* calls below, which dispatch through the
  * object's transport (one indirect call). Implementations embed struct tstream, struct tlistener

@@ -17,6 +17,8 @@
 #                            into WORK/tls by tests/tls-certs.sh (CA ca, nodes alpha and beta, a
 #                            mallory of the same CA and an impostor-alpha of another);
 #                            PAIR_TRANSPORT=tls-psk with the pre-shared key WORK/tls/psk.
+#                            PAIR_TRANSPORT=rdma over Soft-RoCE (rdma_rxe, so in tests/guest):
+#                            see _pair_one_ns_setup.
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -85,7 +87,8 @@ _pair_tls() {
 		printf '    tls-cert-file %s\n    tls-key-file %s\n' "$WORK/tls/$1.crt" "$WORK/tls/$1.key"
 		;;
 	tls-psk) printf '    transport tls\n    tls-psk-file %s\n' "$WORK/tls/psk" ;;
-	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls or tls-psk" ;;
+	rdma) printf '    transport rdma\n' ;;
+	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls, tls-psk or rdma" ;;
 	esac
 }
 
@@ -113,12 +116,66 @@ pair_setup() {
 	local size=${2:-256M} n v
 	require_cmd ip jq
 	(umask 077 && head -c 32 /dev/urandom | base64 >"$WORK/repl.key")
-	if [[ ${PAIR_TRANSPORT:-tcp} != tcp && ! -d $WORK/tls ]]; then
+	if [[ ${PAIR_TRANSPORT:-tcp} == tls* && ! -d $WORK/tls ]]; then
 		require_cmd openssl
 		mkdir -p "$WORK/tls"
 		"$REPO/tests/tls-certs.sh" "$WORK/tls" alpha beta mallory ||
 			fail "making the TLS certificates in $WORK/tls failed"
 	fi
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma || -n ${PAIR_ONE_NS:-} ]]; then
+		_pair_one_ns_setup
+	else
+		_pair_netns_setup
+	fi
+	for n in alpha beta; do
+		_pair_config "$n"
+		for v in db ${PAIR_VOL2:-}; do
+			truncate -s "$size" "$(backing "$n" "$v")"
+			"$HAKCTL" --config "$WORK/$n.conf" --node "$n" create-md "$v" \
+				${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
+				fail "create-md of $v on $n failed: $(cat "$WORK/create-md.log")"
+		done
+	done
+	if [[ ${PAIR_NO_START:-0} != 1 ]]; then
+		node_start alpha
+		node_start beta
+	fi
+	log "pair up: namespaces $NS_alpha $NS_beta, mode $PAIR_MODE, size $size"
+}
+
+# Linux 6.1's rxe sends and receives only in the initial network namespace, and rdma_cm takes the
+# device of the interface that holds an address, so a connection between two rxe devices, or
+# out of a namespace, never comes up (measured in the guest: rping times out). Both nodes run in
+# the initial namespace (the guest's own) instead, their two addresses on one veth with one rxe
+# device, and every packet loops through that device inside rxe: queue pairs, completions and
+# the connection manager as with two machines, without a wire. NS_alpha/NS_beta name nothing.
+# PAIR_ONE_NS=1 gives a TCP pair the same layout (its packets then loop through lo), for
+# comparing the two transports.
+_pair_one_ns_setup() {
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+		modprobe rdma_rxe || fail "modprobe rdma_rxe failed: this kernel has no Soft-RoCE"
+		require_cmd rdma
+	fi
+	ip link add "ha1-$PAIR_SID" type veth peer name "hb1-$PAIR_SID"
+	defer "ip link del ha1-$PAIR_SID 2>/dev/null || true"
+	ip addr add 192.0.2.1/25 dev "ha1-$PAIR_SID"
+	ip addr add 192.0.2.2/25 dev "ha1-$PAIR_SID"
+	ip link set "ha1-$PAIR_SID" up
+	ip link set "hb1-$PAIR_SID" up
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+		rdma_dev_add
+		defer "rdma link delete rxe-$PAIR_SID 2>/dev/null || true"
+	fi
+	PAIR_NO_NETNS=1 # for node_start
+}
+
+# rdma_dev_add: the pair's Soft-RoCE device (PAIR_TRANSPORT=rdma).
+rdma_dev_add() {
+	rdma link add "rxe-$PAIR_SID" type rxe netdev "ha1-$PAIR_SID" ||
+		fail "adding the rxe device rxe-$PAIR_SID on ha1-$PAIR_SID failed"
+}
+
+_pair_netns_setup() {
 	ip netns add "$NS_alpha"
 	defer "ip netns del $NS_alpha 2>/dev/null || true"
 	ip netns add "$NS_beta"
@@ -137,24 +194,13 @@ pair_setup() {
 		ip -n "${!ns}" link set lo up
 		ip -n "${!ns}" link set "h${n:0:1}1-$PAIR_SID" up
 		ip -n "${!ns}" link set "h${n:0:1}2-$PAIR_SID" up
-		_pair_config "$n"
-		for v in db ${PAIR_VOL2:-}; do
-			truncate -s "$size" "$(backing "$n" "$v")"
-			"$HAKCTL" --config "$WORK/$n.conf" --node "$n" create-md "$v" \
-				${PAIR_BLANK:+--blank} >>"$WORK/create-md.log" 2>&1 ||
-				fail "create-md of $v on $n failed: $(cat "$WORK/create-md.log")"
-		done
 	done
-	if [[ ${PAIR_NO_START:-0} != 1 ]]; then
-		node_start alpha
-		node_start beta
-	fi
-	log "pair up: namespaces $NS_alpha $NS_beta, mode $PAIR_MODE, size $size"
 }
 
 node_start() {
-	local n=$1 ns=NS_$1 pid i
-	ip netns exec "${!ns}" "$HAKD" --config "$WORK/$n.conf" --node "$n" --foreground \
+	local n=$1 ns=NS_$1 pid i nsx=()
+	[[ -n ${PAIR_NO_NETNS:-} ]] || nsx=(ip netns exec "${!ns}")
+	"${nsx[@]}" "$HAKD" --config "$WORK/$n.conf" --node "$n" --foreground \
 		</dev/null >>"$WORK/$n.log" 2>&1 &
 	pid=$!
 	track_pid "$pid"

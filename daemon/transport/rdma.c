@@ -1,0 +1,900 @@
+/* SPDX-License-Identifier: MIT */
+#include "rdma.h"
+
+#include <errno.h>
+#include <ev.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/buf.h"
+#include "lib/net.h"
+#include "rdma_flow.h"
+
+/* rdma_cm's own timeout for address and route resolution. */
+#define RESOLVE_MS 2000
+/* Completions handled per wake-up before the loop gets a turn. */
+#define CQ_BUDGET 256
+/* Completion events acknowledged in batches (each acknowledgement takes a lock in the library). */
+#define CQ_ACK_BATCH 64
+
+/* The verbs objects of one connection; a connect or an accept builds them, the stream takes them
+ * over. */
+struct rdma_res {
+	struct rdma_event_channel *ch; /* the connection's own channel, NULL while the listener's */
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_comp_channel *cc;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *mem; /* RDMA_RECV_DEPTH receive buffers, then RDMA_SEND_DEPTH send buffers */
+	unsigned cq_unacked;
+	bool qp;
+};
+
+struct rdma_stream {
+	struct tstream base; /* first: a struct tstream * is a struct rdma_stream * */
+	struct ev_loop *loop;
+	struct rdma_res r;
+	ev_io cm_w, cq_w;
+	ev_prepare prep;
+	ev_timer lazy_w;
+	double lazy_delay;
+	size_t lazy_bytes;
+	struct outq q;
+	struct rdma_flow flow;
+	/* Receives completed and not yet read (in order), and how far into the first. */
+	uint32_t rx_idx[RDMA_RECV_DEPTH], rx_len[RDMA_RECV_DEPTH];
+	unsigned rx_head, rx_count;
+	uint32_t rx_pos;
+	struct rdma_rx rx;
+	uint32_t send_free[RDMA_SEND_DEPTH];
+	unsigned nfree;
+	double last_rx;
+	bool dead, paused, close_pending;
+	int in_cb;
+	char peer[80];
+};
+
+struct rdma_accepting {
+	struct rdma_accepting *next;
+	struct rdma_listener *l;
+	struct rdma_res r;
+	ev_io cm_w;
+};
+
+struct rdma_listener {
+	struct tlistener base;
+	struct tlisten_params p; /* addr is not kept */
+	struct sockaddr_storage sa;
+	struct rdma_event_channel *ch;
+	struct rdma_cm_id *id; /* NULL while its device is gone */
+	ev_io cm_w;
+	ev_timer retry_w;
+	struct rdma_accepting *pending;
+};
+
+struct rdma_connect {
+	struct tconnect base;
+	struct tconnect_params p; /* addr and bind_host are not kept */
+	struct rdma_res r;
+	ev_io cm_w;
+	bool in_done;
+};
+
+static struct rdma_stream *rs_of(struct tstream *s)
+{
+	return (struct rdma_stream *)s;
+}
+
+static const struct rdma_stream *rs_of_const(const struct tstream *s)
+{
+	return (const struct rdma_stream *)s;
+}
+
+/* ---- verbs resources --------------------------------------------------------------------- */
+
+static uint8_t *res_recv_buf(const struct rdma_res *r, uint32_t i)
+{
+	return r->mem + (size_t)i * RDMA_MSG_SIZE;
+}
+
+static uint8_t *res_send_buf(const struct rdma_res *r, uint32_t i)
+{
+	return r->mem + (size_t)(RDMA_RECV_DEPTH + i) * RDMA_MSG_SIZE;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static int res_post_recv(struct rdma_res *r, uint32_t i)
+{
+	struct ibv_sge sge = {
+	    .addr = (uintptr_t)res_recv_buf(r, i), .length = RDMA_MSG_SIZE, .lkey = r->mr->lkey};
+	struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad;
+	int rc = ibv_post_recv(r->id->qp, &wr, &bad);
+	if (rc)
+		errno = rc;
+	return rc ? -1 : 0;
+}
+
+static struct rdma_event_channel *channel_open(void)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	if (ch && set_nonblock(ch->fd) < 0) {
+		int saved = errno;
+		rdma_destroy_event_channel(ch);
+		errno = saved;
+		ch = NULL;
+	}
+	return ch;
+}
+
+static void res_teardown(struct rdma_res *r)
+{
+	if (r->qp)
+		rdma_destroy_qp(r->id);
+	if (r->cq) {
+		if (r->cq_unacked)
+			ibv_ack_cq_events(r->cq, r->cq_unacked);
+		ibv_destroy_cq(r->cq);
+	}
+	if (r->cc)
+		ibv_destroy_comp_channel(r->cc);
+	if (r->mr)
+		ibv_dereg_mr(r->mr);
+	free(r->mem);
+	if (r->pd)
+		ibv_dealloc_pd(r->pd);
+	if (r->id)
+		rdma_destroy_id(r->id);
+	if (r->ch)
+		rdma_destroy_event_channel(r->ch);
+	memset(r, 0, sizeof(*r));
+}
+
+/* The queue pair of r->id, its completion queue and registered buffers, every receive posted
+ * (before the connection is up, so the peer's first credits are real): 0, or -1 with errno. */
+static int res_setup(struct rdma_res *r)
+{
+	struct ibv_context *v = r->id->verbs;
+	size_t size = (size_t)(RDMA_RECV_DEPTH + RDMA_SEND_DEPTH) * RDMA_MSG_SIZE;
+	if (!(r->pd = ibv_alloc_pd(v)) || !(r->cc = ibv_create_comp_channel(v)) ||
+	    set_nonblock(r->cc->fd) < 0 ||
+	    !(r->cq = ibv_create_cq(v, RDMA_RECV_DEPTH + RDMA_SEND_DEPTH, NULL, r->cc, 0)))
+		return -1;
+	int rc = ibv_req_notify_cq(r->cq, 0);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	struct ibv_qp_init_attr qa = {.send_cq = r->cq,
+	                              .recv_cq = r->cq,
+	                              .qp_type = IBV_QPT_RC,
+	                              .sq_sig_all = 1,
+	                              .cap = {.max_send_wr = RDMA_SEND_DEPTH,
+	                                      .max_recv_wr = RDMA_RECV_DEPTH,
+	                                      .max_send_sge = 1,
+	                                      .max_recv_sge = 1}};
+	if (rdma_create_qp(r->id, r->pd, &qa) < 0)
+		return -1;
+	r->qp = true;
+	r->mem = aligned_alloc(4096, size);
+	if (!r->mem) {
+		errno = ENOMEM;
+		return -1;
+	}
+	r->mr = ibv_reg_mr(r->pd, r->mem, size, IBV_ACCESS_LOCAL_WRITE);
+	if (!r->mr)
+		return -1;
+	for (uint32_t i = 0; i < RDMA_RECV_DEPTH; i++)
+		if (res_post_recv(r, i) < 0)
+			return -1;
+	return 0;
+}
+
+static void conn_params(struct rdma_conn_param *cp)
+{
+	memset(cp, 0, sizeof(*cp));
+	/* SENDs only, no RDMA READ: no responder resources. A lost packet is retried 7 times
+	 * before the queue pair fails and the stream reports it, like TCP's retransmissions. */
+	cp->retry_count = 7;
+	cp->rnr_retry_count = 7;
+}
+
+/* An error event of rdma_cm as an errno. */
+static int cm_errno(const struct rdma_cm_event *ev)
+{
+	switch (ev->event) {
+	case RDMA_CM_EVENT_REJECTED:
+		return ECONNREFUSED;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return ev->status < 0 ? -ev->status : EHOSTUNREACH;
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return ENODEV;
+	default:
+		return ev->status < 0 ? -ev->status : ECONNABORTED;
+	}
+}
+
+/* ---- stream ------------------------------------------------------------------------------ */
+
+static void stream_stop(struct rdma_stream *s)
+{
+	ev_io_stop(s->loop, &s->cm_w);
+	ev_io_stop(s->loop, &s->cq_w);
+	ev_prepare_stop(s->loop, &s->prep);
+	ev_timer_stop(s->loop, &s->lazy_w);
+}
+
+static void stream_free(struct rdma_stream *s)
+{
+	stream_stop(s);
+	outq_drop(&s->q, ECANCELED);
+	rdma_rx_reset(&s->rx);
+	/* Tell the peer at once rather than let its retries run out. */
+	rdma_disconnect(s->r.id);
+	res_teardown(&s->r);
+	free(s);
+}
+
+static void stream_fail(struct rdma_stream *s, const char *why)
+{
+	if (s->dead)
+		return;
+	s->dead = true;
+	stream_stop(s);
+	s->in_cb++;
+	s->base.ops->error(s->base.ctx, &s->base, why);
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+/* Post one message from send buffer i: 0, or -1 with errno. */
+static int stream_post(struct rdma_stream *s, uint32_t i, uint32_t len)
+{
+	struct ibv_sge sge = {.addr = (uintptr_t)res_send_buf(&s->r, i),
+	                      .length = RDMA_MSG_HDR + len,
+	                      .lkey = s->r.mr->lkey};
+	struct ibv_send_wr wr = {.wr_id = RDMA_RECV_DEPTH + i,
+	                         .sg_list = &sge,
+	                         .num_sge = 1,
+	                         .opcode = IBV_WR_SEND,
+	                         .send_flags = IBV_SEND_SIGNALED},
+	                   *bad;
+	int rc = ibv_post_send(s->r.id->qp, &wr, &bad);
+	if (rc)
+		errno = rc;
+	return rc ? -1 : 0;
+}
+
+/* Copy queued frames into free send buffers and post them while credits last, or return owed
+ * credits in a header-only message: 0, or -1 with errno. */
+static int stream_post_all(struct rdma_stream *s)
+{
+	while (s->nfree && !s->dead) {
+		bool data = s->q.head && rdma_flow_can_send_data(&s->flow);
+		if (!data && !rdma_flow_wants_credit_msg(&s->flow))
+			break;
+		uint32_t i = s->send_free[--s->nfree];
+		uint8_t *buf = res_send_buf(&s->r, i);
+		uint32_t n = data ? (uint32_t)rdma_pack(&s->q, buf + RDMA_MSG_HDR,
+		                                        RDMA_MSG_SIZE - RDMA_MSG_HDR)
+		                  : 0;
+		rdma_msg_encode(buf, rdma_flow_take(&s->flow), n);
+		if (stream_post(s, i, n) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static void rt_try_flush(struct tstream *ts)
+{
+	struct rdma_stream *s = rs_of(ts);
+	if (!s->dead)
+		(void)stream_post_all(s);
+}
+
+static void stream_flush(struct rdma_stream *s)
+{
+	ev_timer_stop(s->loop, &s->lazy_w);
+	ev_prepare_stop(s->loop, &s->prep);
+	if (stream_post_all(s) < 0) {
+		char why[200];
+		snprintf(why, sizeof(why), "posting an RDMA send to %s failed: %s", s->peer,
+		         strerror(errno));
+		stream_fail(s, why);
+	}
+}
+
+static void prep_cb(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+static void lazy_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	stream_flush(w->data);
+}
+
+/* Frames out of the received buffers, each buffer reposted once read. The caller holds in_cb. */
+static void stream_deliver(struct rdma_stream *s)
+{
+	char why[200];
+	while (!s->dead && !s->paused && s->rx_count) {
+		uint32_t i = s->rx_idx[s->rx_head], len = s->rx_len[s->rx_head];
+		const uint8_t *buf = res_recv_buf(&s->r, i);
+		if (s->rx_pos < RDMA_MSG_HDR + len) {
+			bool done;
+			struct wire_hdr h;
+			uint8_t *p = NULL;
+			long k =
+			    rdma_rx_feed(&s->rx, buf + s->rx_pos, RDMA_MSG_HDR + len - s->rx_pos,
+			                 s->base.max_payload, &done, &h, &p, why, sizeof(why));
+			if (k < 0) {
+				stream_fail(s, why);
+				return;
+			}
+			s->rx_pos += (uint32_t)k;
+			if (done)
+				s->base.ops->frame(s->base.ctx, &s->base, &h, p);
+			continue;
+		}
+		s->rx_head = (s->rx_head + 1) % RDMA_RECV_DEPTH;
+		s->rx_count--;
+		s->rx_pos = RDMA_MSG_HDR;
+		if (res_post_recv(&s->r, i) < 0) {
+			snprintf(why, sizeof(why), "reposting an RDMA receive from %s failed: %s",
+			         s->peer, strerror(errno));
+			stream_fail(s, why);
+			return;
+		}
+		rdma_flow_reposted(&s->flow);
+	}
+}
+
+/* One completion: 0, or -1 once the stream failed. */
+static int stream_complete(struct rdma_stream *s, const struct ibv_wc *wc)
+{
+	char why[200];
+	bool recv = wc->wr_id < RDMA_RECV_DEPTH;
+	if (wc->status != IBV_WC_SUCCESS) {
+		snprintf(why, sizeof(why),
+		         "the RDMA connection to %s failed: %s (a %s completed with "
+		         "status %d)",
+		         s->peer, ibv_wc_status_str(wc->status), recv ? "receive" : "send",
+		         (int)wc->status);
+		stream_fail(s, why);
+		return -1;
+	}
+	if (!recv) {
+		s->send_free[s->nfree++] = (uint32_t)(wc->wr_id - RDMA_RECV_DEPTH);
+		return 0;
+	}
+	uint32_t credits, len;
+	const uint8_t *buf = res_recv_buf(&s->r, (uint32_t)wc->wr_id);
+	if (rdma_msg_decode(buf, wc->byte_len, &credits, &len, why, sizeof(why)) < 0 ||
+	    rdma_flow_granted(&s->flow, credits) < 0) {
+		if (errno == EPROTO)
+			snprintf(why, sizeof(why),
+			         "%s returned %u RDMA credits, more than the %u it could owe",
+			         s->peer, credits, s->flow.depth - s->flow.credits);
+		stream_fail(s, why);
+		return -1;
+	}
+	unsigned tail = (s->rx_head + s->rx_count) % RDMA_RECV_DEPTH;
+	s->rx_idx[tail] = (uint32_t)wc->wr_id;
+	s->rx_len[tail] = len;
+	s->rx_count++;
+	s->last_rx = ev_now(s->loop);
+	return 0;
+}
+
+static void stream_poll(struct rdma_stream *s)
+{
+	struct ibv_wc wc[32];
+	int total = 0;
+	while (total < CQ_BUDGET && !s->dead) {
+		int n = ibv_poll_cq(s->r.cq, 32, wc);
+		if (n < 0) {
+			stream_fail(s, "polling the RDMA completion queue failed");
+			return;
+		}
+		for (int i = 0; i < n; i++)
+			if (stream_complete(s, &wc[i]) < 0)
+				return;
+		if (n < 32)
+			return;
+		total += n;
+	}
+	/* More may wait, and the channel will not signal them again: come back after the loop
+	 * had its turn. */
+	if (!s->dead)
+		ev_feed_event(s->loop, &s->cq_w, EV_READ);
+}
+
+static void cq_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_stream *s = w->data;
+	struct ibv_cq *cq;
+	void *ctx;
+	(void)loop;
+	(void)revents;
+	if (ibv_get_cq_event(s->r.cc, &cq, &ctx) == 0 && ++s->r.cq_unacked >= CQ_ACK_BATCH) {
+		ibv_ack_cq_events(s->r.cq, s->r.cq_unacked);
+		s->r.cq_unacked = 0;
+	}
+	/* Re-arm before polling, so a completion arriving meanwhile signals again. */
+	ibv_req_notify_cq(s->r.cq, 0);
+	s->in_cb++;
+	stream_poll(s);
+	stream_deliver(s);
+	if (!s->dead)
+		stream_flush(s);
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+static void stream_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_stream *s = w->data;
+	struct rdma_cm_event *ev;
+	(void)loop;
+	(void)revents;
+	s->in_cb++;
+	while (!s->dead && rdma_get_cm_event(s->r.ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		rdma_ack_cm_event(ev);
+		char why[200];
+		if (type == RDMA_CM_EVENT_DISCONNECTED) {
+			snprintf(why, sizeof(why), "%s closed the RDMA connection", s->peer);
+			stream_fail(s, why);
+		} else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+			snprintf(why, sizeof(why),
+			         "the RDMA device of the connection to %s was removed", s->peer);
+			stream_fail(s, why);
+		}
+	}
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+/* A stream over the connected r (taken over, zeroed): 0, or -1 with errno (r left). */
+static int stream_create(struct ev_loop *loop, struct rdma_res *r, const struct tstream_ops *ops,
+                         void *ctx, struct tstream **out)
+{
+	struct rdma_stream *s = calloc(1, sizeof(*s));
+	if (!s) {
+		errno = ENOMEM;
+		return -1;
+	}
+	s->base.t = &transport_rdma;
+	s->base.ops = ops;
+	s->base.ctx = ctx;
+	s->loop = loop;
+	s->r = *r;
+	memset(r, 0, sizeof(*r));
+	rdma_flow_init(&s->flow, RDMA_RECV_DEPTH);
+	s->rx_pos = RDMA_MSG_HDR;
+	for (uint32_t i = 0; i < RDMA_SEND_DEPTH; i++)
+		s->send_free[s->nfree++] = RDMA_SEND_DEPTH - 1 - i;
+	struct sockaddr *sa = rdma_get_peer_addr(s->r.id);
+	socklen_t salen =
+	    sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	if (net_addr_name(sa, salen, s->peer, sizeof(s->peer)) < 0)
+		snprintf(s->peer, sizeof(s->peer), "an unknown address");
+	s->last_rx = ev_now(loop);
+	ev_io_init(&s->cm_w, stream_cm_cb, s->r.ch->fd, EV_READ);
+	ev_io_init(&s->cq_w, cq_cb, s->r.cc->fd, EV_READ);
+	ev_prepare_init(&s->prep, prep_cb);
+	ev_timer_init(&s->lazy_w, lazy_cb, 0., 0.);
+	s->cm_w.data = s->cq_w.data = s->prep.data = s->lazy_w.data = s;
+	ev_io_start(loop, &s->cm_w);
+	ev_io_start(loop, &s->cq_w);
+	/* Completions may have arrived before the watcher: look once. */
+	ev_feed_event(loop, &s->cq_w, EV_READ);
+	*out = &s->base;
+	return 0;
+}
+
+static void rt_send(struct tstream *ts, struct outq_item *it)
+{
+	struct rdma_stream *s = rs_of(ts);
+	if (s->dead) {
+		if (it->sent)
+			it->sent(it, ECONNRESET);
+		return;
+	}
+	outq_push(&s->q, it);
+	ev_prepare_start(s->loop, &s->prep);
+}
+
+static void rt_set_lazy(struct tstream *ts, double delay, size_t bytes)
+{
+	struct rdma_stream *s = rs_of(ts);
+	s->lazy_delay = delay;
+	s->lazy_bytes = bytes;
+}
+
+static void rt_send_lazy(struct tstream *ts, struct outq_item *it)
+{
+	struct rdma_stream *s = rs_of(ts);
+	bool waiting = s->q.head != NULL; /* earlier items wait for credits or the flush */
+	if (s->dead || s->lazy_delay <= 0) {
+		rt_send(ts, it);
+		return;
+	}
+	outq_push(&s->q, it);
+	if (ev_is_active(&s->prep) || (waiting && !ev_is_active(&s->lazy_w)))
+		return;
+	if (s->q.bytes >= s->lazy_bytes) {
+		ev_prepare_start(s->loop, &s->prep);
+		return;
+	}
+	if (!ev_is_active(&s->lazy_w)) {
+		ev_timer_set(&s->lazy_w, s->lazy_delay, 0.);
+		ev_timer_start(s->loop, &s->lazy_w);
+	}
+}
+
+static int rt_send_small(struct tstream *ts, uint16_t type, uint16_t flags, const void *payload,
+                         uint32_t len, bool lazy)
+{
+	struct outq_item *it = tstream_small_item(type, flags, payload, len);
+	if (!it)
+		return -1;
+	if (lazy)
+		rt_send_lazy(ts, it);
+	else
+		rt_send(ts, it);
+	return 0;
+}
+
+static size_t rt_queued(const struct tstream *ts)
+{
+	return rs_of_const(ts)->q.bytes;
+}
+
+static void rt_pause(struct tstream *ts, bool paused)
+{
+	struct rdma_stream *s = rs_of(ts);
+	if (s->dead || s->paused == paused)
+		return;
+	s->paused = paused;
+	if (paused)
+		return; /* completions still count credits; the buffers wait unread */
+	s->in_cb++;
+	stream_deliver(s);
+	if (!s->dead)
+		ev_prepare_start(s->loop, &s->prep); /* credits for the buffers just read */
+	s->in_cb--;
+	if (s->close_pending && !s->in_cb)
+		stream_free(s);
+}
+
+static double rt_idle(const struct tstream *ts)
+{
+	const struct rdma_stream *s = rs_of_const(ts);
+	return ev_now(s->loop) - s->last_rx;
+}
+
+static void rt_close(struct tstream *ts)
+{
+	struct rdma_stream *s = rs_of(ts);
+	if (s->in_cb) {
+		/* Inside one of our callbacks: free later, but release queued items now, since
+		 * their owners free them as soon as this returns. */
+		s->close_pending = true;
+		s->dead = true;
+		stream_stop(s);
+		outq_drop(&s->q, ECANCELED);
+		return;
+	}
+	stream_free(s);
+}
+
+static int rt_peer_name(const struct tstream *ts, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s", rs_of_const(ts)->peer);
+	return 0;
+}
+
+/* ---- connect ----------------------------------------------------------------------------- */
+
+static void connect_finish(struct rdma_connect *c, int err)
+{
+	struct tstream *s = NULL;
+	ev_io_stop(c->p.loop, &c->cm_w);
+	if (!err && stream_create(c->p.loop, &c->r, c->p.ops, c->p.ctx, &s) < 0)
+		err = errno;
+	res_teardown(&c->r); /* nothing left when the stream took it */
+	c->in_done = true;
+	c->p.done(c->p.ctx, &c->base, s, err);
+	free(c);
+}
+
+/* The next step of an outgoing connection after event type: 0, or an errno that ends it. */
+static int connect_step(struct rdma_connect *c, enum rdma_cm_event_type type)
+{
+	struct rdma_conn_param cp;
+	switch (type) {
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		return rdma_resolve_route(c->r.id, RESOLVE_MS) < 0 ? errno : 0;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		if (res_setup(&c->r) < 0)
+			return errno;
+		conn_params(&cp);
+		return rdma_connect(c->r.id, &cp) < 0 ? errno : 0;
+	default:
+		return 0;
+	}
+}
+
+static void connect_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_connect *c = w->data;
+	struct rdma_cm_event *ev;
+	(void)loop;
+	(void)revents;
+	while (rdma_get_cm_event(c->r.ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		int err = type == RDMA_CM_EVENT_ADDR_RESOLVED ||
+		                  type == RDMA_CM_EVENT_ROUTE_RESOLVED ||
+		                  type == RDMA_CM_EVENT_ESTABLISHED
+		              ? 0
+		              : cm_errno(ev);
+		rdma_ack_cm_event(ev);
+		if (!err)
+			err = connect_step(c, type);
+		if (err || type == RDMA_CM_EVENT_ESTABLISHED) {
+			connect_finish(c, err);
+			return;
+		}
+	}
+}
+
+/* Where to leave from: bind_host at any port, or NULL. */
+static int connect_source(const struct tconnect_params *p, int family, struct sockaddr_storage *src)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = family}, *ai;
+	if (!p->bind_host || getaddrinfo(p->bind_host, NULL, &hints, &ai) != 0)
+		return -1;
+	memcpy(src, ai->ai_addr, ai->ai_addrlen);
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int rt_connect_start(const struct tconnect_params *p, struct tconnect **out)
+{
+	struct sockaddr_storage dst, src;
+	socklen_t dlen;
+	int saved;
+	struct rdma_connect *c = calloc(1, sizeof(*c));
+	if (!c) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (net_addr_resolve(p->addr, p->port_offset, 0, &dst, &dlen) < 0 ||
+	    !(c->r.ch = channel_open()) || rdma_create_id(c->r.ch, &c->r.id, c, RDMA_PS_TCP) < 0)
+		goto fail;
+	bool bound = connect_source(p, dst.ss_family, &src) == 0;
+	if (rdma_resolve_addr(c->r.id, bound ? (struct sockaddr *)&src : NULL,
+	                      (struct sockaddr *)&dst, RESOLVE_MS) < 0)
+		goto fail;
+	c->base.t = &transport_rdma;
+	c->p = *p;
+	c->p.addr = c->p.bind_host = NULL;
+	ev_io_init(&c->cm_w, connect_cm_cb, c->r.ch->fd, EV_READ);
+	c->cm_w.data = c;
+	ev_io_start(p->loop, &c->cm_w);
+	*out = &c->base;
+	return 0;
+fail:
+	saved = errno;
+	res_teardown(&c->r);
+	free(c);
+	errno = saved;
+	return -1;
+}
+
+static void rt_connect_cancel(struct tconnect *tc)
+{
+	struct rdma_connect *c = (struct rdma_connect *)tc;
+	if (c->in_done)
+		return; /* the resources went to the stream or were freed; freed after done() */
+	ev_io_stop(c->p.loop, &c->cm_w);
+	res_teardown(&c->r);
+	free(c);
+}
+
+/* ---- listen ------------------------------------------------------------------------------ */
+
+static void accepting_free(struct rdma_accepting *a)
+{
+	struct rdma_accepting **pp = &a->l->pending;
+	while (*pp != a)
+		pp = &(*pp)->next;
+	*pp = a->next;
+	ev_io_stop(a->l->p.loop, &a->cm_w);
+	res_teardown(&a->r);
+	free(a);
+}
+
+static void accepting_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_accepting *a = w->data;
+	struct rdma_listener *l = a->l;
+	struct rdma_cm_event *ev;
+	(void)revents;
+	while (rdma_get_cm_event(a->r.ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		rdma_ack_cm_event(ev);
+		if (type != RDMA_CM_EVENT_ESTABLISHED) {
+			/* Anything else before the connection is up ends it (rejected, error,
+			 * disconnected, device gone). */
+			accepting_free(a);
+			return;
+		}
+		struct tstream *s;
+		int rc = stream_create(loop, &a->r, l->p.ops, l->p.ctx, &s);
+		accepting_free(a);
+		/* Last: accepted() may close the listener. */
+		if (rc == 0)
+			l->p.accepted(l->p.ctx, &l->base, s);
+		return;
+	}
+}
+
+/* A connection request on the listener: move it to its own channel, build its queue pair, accept.
+ */
+static void listener_request(struct rdma_listener *l, struct rdma_cm_id *id)
+{
+	struct rdma_conn_param cp;
+	struct rdma_accepting *a = calloc(1, sizeof(*a));
+	if (!a) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	a->l = l;
+	a->r.id = id;
+	a->next = l->pending;
+	l->pending = a;
+	ev_init(&a->cm_w, accepting_cm_cb);
+	conn_params(&cp);
+	if (!(a->r.ch = channel_open()) || rdma_migrate_id(id, a->r.ch) < 0 ||
+	    res_setup(&a->r) < 0 || rdma_accept(id, &cp) < 0) {
+		rdma_reject(id, NULL, 0);
+		accepting_free(a);
+		return;
+	}
+	ev_io_set(&a->cm_w, a->r.ch->fd, EV_READ);
+	a->cm_w.data = a;
+	ev_io_start(l->p.loop, &a->cm_w);
+}
+
+/* Listen on l->sa: 0, or -1 with errno (ENODEV while no RDMA device holds the address). */
+static int listener_bind(struct rdma_listener *l)
+{
+	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) < 0) {
+		l->id = NULL;
+		return -1;
+	}
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&l->sa) < 0 || rdma_listen(l->id, 16) < 0) {
+		int saved = errno;
+		rdma_destroy_id(l->id);
+		l->id = NULL;
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+static void listener_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rdma_listener *l = w->data;
+	(void)revents;
+	if (listener_bind(l) == 0)
+		ev_timer_stop(loop, w);
+}
+
+static void listener_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_listener *l = w->data;
+	struct rdma_cm_event *ev;
+	(void)revents;
+	while (rdma_get_cm_event(l->ch, &ev) == 0) {
+		enum rdma_cm_event_type type = ev->event;
+		struct rdma_cm_id *id = ev->id;
+		/* Acknowledged first: the new id migrates to its own channel, which waits for
+		 * every event of this one to be acknowledged. */
+		rdma_ack_cm_event(ev);
+		if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
+			listener_request(l, id);
+		} else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL && id == l->id) {
+			/* The listening id dies with its device; listen again once a device
+			 * holds the address (a replaced adapter, a Soft-RoCE device re-added). */
+			rdma_destroy_id(l->id);
+			l->id = NULL;
+			ev_timer_again(loop, &l->retry_w);
+		}
+	}
+}
+
+static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
+{
+	socklen_t salen;
+	int saved;
+	struct rdma_listener *l = calloc(1, sizeof(*l));
+	if (!l) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (net_addr_resolve(p->addr, p->port_offset, 1, &l->sa, &salen) < 0 ||
+	    !(l->ch = channel_open()) || listener_bind(l) < 0)
+		goto fail;
+	l->base.t = &transport_rdma;
+	l->p = *p;
+	l->p.addr = NULL;
+	ev_io_init(&l->cm_w, listener_cm_cb, l->ch->fd, EV_READ);
+	l->cm_w.data = l;
+	ev_io_start(p->loop, &l->cm_w);
+	ev_init(&l->retry_w, listener_retry_cb);
+	l->retry_w.repeat = 1.0;
+	l->retry_w.data = l;
+	*out = &l->base;
+	return 0;
+fail:
+	saved = errno;
+	if (l->ch)
+		rdma_destroy_event_channel(l->ch);
+	free(l);
+	errno = saved;
+	return -1;
+}
+
+static void rt_listener_close(struct tlistener *tl)
+{
+	struct rdma_listener *l = (struct rdma_listener *)tl;
+	while (l->pending)
+		accepting_free(l->pending);
+	ev_io_stop(l->p.loop, &l->cm_w);
+	ev_timer_stop(l->p.loop, &l->retry_w);
+	if (l->id)
+		rdma_destroy_id(l->id);
+	rdma_destroy_event_channel(l->ch);
+	free(l);
+}
+
+const struct transport_ops transport_rdma = {
+    .name = "rdma",
+    .listen = rt_listen,
+    .listener_close = rt_listener_close,
+    .connect = rt_connect_start,
+    .connect_cancel = rt_connect_cancel,
+    .send = rt_send,
+    .send_lazy = rt_send_lazy,
+    .send_small = rt_send_small,
+    .set_lazy = rt_set_lazy,
+    .queued = rt_queued,
+    .pause = rt_pause,
+    .idle = rt_idle,
+    .try_flush = rt_try_flush,
+    .close = rt_close,
+    .peer_name = rt_peer_name,
+};
