@@ -264,12 +264,36 @@ cpu_busy() {
 	}' >&2
 }
 
+# flush_snap NODE PRIMARY_PID SECONDARY_PID: NODE's FLUSH requests and fdatasyncs, and both
+# hakds' CPU ticks (the secondary's 0 when there is none).
+flush_snap() {
+	local s
+	s=$(hk "$1" status --json | jq -r '.volumes[0] | "\(.requests.flush) \(.fdatasyncs // 0)"')
+	echo "$s $(proc_cpu_ticks "$2") $( ((${3:-0})) && proc_cpu_ticks "$3" || echo 0)"
+}
+
+# flush_report WHAT BEFORE AFTER: CPU per commit on each node and how many FLUSHes one of the
+# primary's fdatasyncs answered (the group commit): counts, so they hold on a noisy machine
+# where the IOPS do not.
+flush_report() {
+	awk -v w="$1" -v a="$2" -v b="$3" -v t="$CLK_TCK" 'BEGIN {
+		split(a, x, " "); split(b, y, " ")
+		n = y[1] - x[1]; f = y[2] - x[2]
+		if (n <= 0) exit
+		printf "bench: %s: %d commits, %.2f per primary fdatasync, CPU per commit %.1f us primary, %.1f us secondary\n",
+			w, n, f > 0 ? n / f : 0, (y[3] - x[3]) * 1e6 / t / n, (y[4] - x[4]) * 1e6 / t / n
+	}' >&2
+}
+
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
 	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0= c0 t
+	local node=alpha fs0=
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
 		standalone_start
+		ap=${PIDS[standalone]}
+		node=standalone
 	elif [[ $cfg == qemu ]]; then
 		qemu_start
 	else
@@ -292,6 +316,7 @@ run_config() {
 		fi
 		[[ $cfg == standalone ]] || read -r tx0 rx0 < <(net_packets)
 		[[ $cfg == @(standalone|qemu) || $name != fsync4k_* ]] || cp0=$(commit_snap)
+		[[ $cfg == qemu || $name != fsync4k_* ]] || fs0=$(flush_snap "$node" "$ap" "$bs")
 		c0=$(grep -E '^cpu[01] ' /proc/stat | paste -sd' ')
 		res=$(run_fio "$cfg" "$name" "$args")
 		cpu_busy "$c0" "$(grep -E '^cpu[01] ' /proc/stat | paste -sd' ')" "$name $cfg"
@@ -307,6 +332,10 @@ run_config() {
 				'BEGIN {printf "%.2f", (b - a) * 1e6 / t / n}')")
 		fi
 		echo "bench: $name $cfg: $r_iops IOPS, mean latency $r_lat us, flush $r_flush us" >&2
+		if [[ -n $fs0 ]]; then
+			flush_report "$name $cfg" "$fs0" "$(flush_snap "$node" "$ap" "$bs")"
+			fs0=
+		fi
 		if [[ -n $cp0 ]]; then
 			echo "RESULT commit_path workload=$name mode=$cfg run=$((r + 1)) $(commit_path "$cp0" "$(commit_snap)")"
 			cp0=
