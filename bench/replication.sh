@@ -281,7 +281,7 @@ flush_report() {
 		n = y[1] - x[1]; f = y[2] - x[2]
 		if (n <= 0) exit
 		printf "bench: %s: %d commits, %.2f per primary fdatasync, CPU per commit %.1f us primary, %.1f us secondary\n",
-			w, n, f > 0 ? n / f : 0, (y[3] - x[3]) * 1e6 / t / n, (y[4] - x[4]) * 1e6 / t / n
+			w, n, (f > 0 ? n / f : 0), (y[3] - x[3]) * 1e6 / t / n, (y[4] - x[4]) * 1e6 / t / n
 	}' >&2
 }
 
