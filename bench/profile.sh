@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Where the replication benchmark's CPU time goes: runs one configuration of bench/replication.sh
-# (4K random write QD32, one round) and, once fio is under way, records perf on both CPUs and
-# counts the primary's system calls. CPU 0 carries fio, the primary and its receive processing;
-# CPU 1 the secondary. Prints the busiest (cpu, thread) pairs and syscalls per second; the perf
-# data stays in $OUT for `perf report -i $OUT/perf.data`.
+# (one workload, one round: 4K random write QD32 unless WORKLOAD names another of its workloads)
+# and, once fio is under way, records perf on both CPUs and counts the primary's system calls.
+# CPU 0 carries fio, the primary and its receive processing; CPU 1 the secondary. Prints the
+# busiest (cpu, thread) pairs and, for one second, the primary's syscalls per second and per
+# client write (a count, which holds on a noisy machine); the perf data stays in $OUT for
+# `perf report -i $OUT/perf.data`.
 #
 #   bench/profile.sh sync        (or standalone, async, memsync; needs perf)
+#   WORKLOAD=fsync4k_j16 bench/profile.sh sync     (commits: a write and a FLUSH each)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,7 +25,8 @@ command -v perf >/dev/null || {
 	exit 1
 }
 mkdir -p "$OUT"
-ONLY=qd32 MODES=$MODE RESYNC=0 RUNS=1 RUNTIME=$((SECONDS_REC + 6)) \
+WORKLOAD=${WORKLOAD:-randwrite4k_qd32}
+ONLY="^$WORKLOAD\$" MODES=$MODE RESYNC=0 RUNS=1 RUNTIME=$((SECONDS_REC + 6)) \
 	"$REPO/bench/replication.sh" >"$OUT/bench.log" 2>&1 &
 bench=$!
 trap 'kill "$bench" 2>/dev/null || true' EXIT
@@ -37,27 +41,44 @@ grep -q 'load average before' "$OUT/bench.log" || {
 	echo "profile.sh: the benchmark did not get going." >&2
 	exit 1
 }
-sleep 4
-# The primary is the hakd serving alpha.img of this bench's scratch directory (named in its log).
+# The primary is the hakd serving alpha.img of this bench's scratch directory (named in its log);
+# it starts after the prefill, which takes a while on a busy machine.
 dir=$(sed -n 's/.* files on \([^,]*\),.*/\1/p' "$OUT/bench.log")
-if [[ $MODE == standalone ]]; then
-	pid=$(pgrep -n -f -- "--export $dir/alpha.img" || true)
-else
-	pid=$(pgrep -n -f -- "--config $dir/alpha.conf" || true)
-fi
+pat="--config $dir/alpha.conf"
+[[ $MODE != standalone ]] || pat="--export $dir/alpha.img"
+pid=
+for ((i = 0; i < 600 && ${#dir} > 0; i++)); do
+	pid=$(pgrep -n -f -- "$pat" || true)
+	[[ -z $pid ]] || break
+	sleep 0.2
+done
+sleep 4
 ev=
-for s in sendmsg write read pwritev2 futex epoll_wait io_uring_enter; do
+for s in sendmsg recvmsg recvfrom write read pwritev2 pwrite64 fdatasync futex epoll_wait \
+	io_uring_enter; do
 	ev+="syscalls:sys_enter_$s,"
 done
+ctl=$dir/alpha.ctl
+[[ $MODE != standalone ]] || ctl=$dir/standalone.ctl
+writes() {
+	"$REPO/${HAK_BUILD:-build/rel}/hakctl" --control "$ctl" status --json 2>/dev/null |
+		jq '.volumes[0].requests.write' 2>/dev/null || echo 0
+}
+nw=0
 if [[ -n $dir && -n $pid ]]; then
+	w0=$(writes)
 	perf stat -e "${ev%,}" -p "$pid" -o "$OUT/syscalls.txt" -- sleep 1 >/dev/null 2>&1 || true
+	nw=$(($(writes) - w0))
 fi
 perf record -a -g -F 1999 -o "$OUT/perf.data" -- sleep "$SECONDS_REC" >/dev/null 2>&1
 wait "$bench" || true
 trap - EXIT
 grep -E 'IOPS' "$OUT/bench.log" || true
 if [[ -s $OUT/syscalls.txt ]]; then
-	awk '$1 ~ /^[0-9,]+$/ {print "syscalls/s of the primary:", $1, $2}' "$OUT/syscalls.txt"
+	echo "profile.sh: $nw client writes in the counted second"
+	awk -v n="$nw" '$1 ~ /^[0-9,]+$/ {c = $1; gsub(",", "", c)
+		printf "syscalls/s of the primary: %s %s (%.2f per write)\n", $1, $2, (n > 0 ? c / n : 0)}' \
+		"$OUT/syscalls.txt"
 else
 	echo "profile.sh: the primary's hakd was not found in $dir; no syscall counts." >&2
 fi
