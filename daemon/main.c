@@ -740,6 +740,9 @@ static json_t *hakd_reload(struct hakd *d, char *err, size_t errlen)
 		goto out;
 	}
 	log_set_level(d->cfg->log_level);
+	for (size_t i = 0; i < d->n; i++)
+		if (d->repls[i])
+			repl_timers_reload(d->repls[i]);
 	reload_log(d, plan);
 	log_notice("Reloaded %s: %u change(s) applied, %u refused.", path, plan->n_live,
 	           plan->n_refused);

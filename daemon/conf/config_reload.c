@@ -14,8 +14,9 @@
 
 /*
  * The keys a reload applies in place. Each is read by its module from the running configuration
- * every time it is used, on the main loop (hak.conf(5), RELOADING, says when each takes effect);
- * every other key was copied at start into sockets, threads, timers or metadata.
+ * every time it is used, on the main loop (hak.conf(5), RELOADING, says when each takes effect),
+ * or re-armed after the reload (the replication timers); every other key was copied at start
+ * into sockets, threads, timers or metadata.
  */
 static const struct {
 	const char *section, *key;
@@ -23,6 +24,7 @@ static const struct {
     {"global", "log-level"},          {"global", "allow-drills"},
     {"cluster", "fence-hook"}, /* a new path; adding or removing it is refused below */
     {"volume", "ping-timeout"},       {"volume", "fence-timeout"},
+    {"volume", "ping-interval"},      {"volume", "connect-interval"}, /* repl_timers_reload */
     {"volume", "split-brain-hook"},   {"volume", "local-io-error-hook"},
     {"volume", "resync-rate-max"},    {"volume", "resync-rate-min"},
     {"volume", "resync-fill-target"},

@@ -937,7 +937,25 @@ static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	}
 	r->ping_sent = ev_now(loop);
+	r->pings_sent++;
 	tstream_send_small(r->meta_s, WIRE_PING, 0, id, sizeof(id));
+}
+
+void repl_timers_reload(struct repl *r)
+{
+	const struct hak_volume_cfg *vc = r->p.vcfg;
+	if (r->ping_timer.repeat != vc->ping_interval) {
+		repl_log(r, LOG_LVL_INFO, "Pinging the peer every %.3f s (was %.3f s).",
+		         vc->ping_interval, r->ping_timer.repeat);
+		r->ping_timer.repeat = vc->ping_interval;
+		ev_timer_again(r->p.loop, &r->ping_timer);
+	}
+	if (r->conn_timer.repeat != vc->connect_interval) {
+		repl_log(r, LOG_LVL_INFO, "Trying to connect every %.3f s (was %.3f s).",
+		         vc->connect_interval, r->conn_timer.repeat);
+		r->conn_timer.repeat = vc->connect_interval;
+		ev_timer_again(r->p.loop, &r->conn_timer);
+	}
 }
 
 static void flush_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)

@@ -95,6 +95,9 @@ enum repl_disk repl_disk_state(const struct repl *r);
 enum repl_link repl_link_state(const struct repl *r);
 /* Status object for hakctl. */
 json_t *repl_status_json(const struct repl *r);
+/* A reload changed the running configuration: re-arm the timers whose period was copied from it
+ * (ping-interval, connect-interval), from now. */
+void repl_timers_reload(struct repl *r);
 
 const char *repl_role_name(enum repl_role r);
 const char *repl_disk_name(enum repl_disk d);

@@ -224,6 +224,7 @@ struct repl {
 	ev_timer ping_timer;
 	ev_timer flush_timer;
 	struct tstream *data, *meta_s;
+	uint64_t pings_sent; /* status: shows the ping-interval in force */
 	/* Accepted streams that have not yet named themselves with a HELLO. Each has the handshake
 	 * limit (the connector's, conn_timer_cb) from its accept to do so, and an accept that finds
 	 * every slot taken closes the oldest: a silent connection cannot hold a slot for long. */

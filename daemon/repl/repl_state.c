@@ -65,6 +65,7 @@ json_t *repl_status_json(const struct repl *r)
 		json_object_set_new(o, "after_split_brain",
 		                    json_string(sbpolicy_name(r->p.vcfg->after_sb)));
 		json_object_set_new(o, "split_brains_resolved", json_integer(r->sb_resolved));
+		json_object_set_new(o, "pings_sent", json_integer((json_int_t)r->pings_sent));
 		json_object_set_new(o, "data_integrity",
 		                    json_string(r->p.vcfg->data_integrity ? "crc32c" : "none"));
 		json_object_set_new(o, "integrity_errors",

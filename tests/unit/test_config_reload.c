@@ -61,19 +61,20 @@ END_TEST
 
 START_TEST(live_and_refused)
 {
-	struct hak_config *a =
-	    parse(PAIR(" log-level info\n max-clients 64\n", " fence-hook /usr/sbin/fence-a\n",
-	               " mode sync\n resync-rate-max 10M\n ping-timeout 2s\n"));
+	struct hak_config *a = parse(
+	    PAIR(" log-level info\n max-clients 64\n", " fence-hook /usr/sbin/fence-a\n",
+	         " mode sync\n resync-rate-max 10M\n ping-timeout 2s\n ping-interval 500ms\n"));
 	struct hak_config *b = parse(PAIR(
 	    " log-level debug\n max-clients 32\n", " fence-hook /usr/sbin/fence-b\n deadtime 2s\n",
-	    " mode async\n resync-rate-max 100M\n ping-timeout 3s\n split-brain-hook /bin/sb\n"));
+	    " mode async\n resync-rate-max 100M\n ping-timeout 3s\n split-brain-hook /bin/sb\n"
+	    " ping-interval 250ms\n"));
 	static struct reload_plan p;
 	const struct reload_change *c;
 	char line[512];
 
 	config_reload_diff(a, b, &p);
-	ck_assert_uint_eq(p.n, 9);
-	ck_assert_uint_eq(p.n_live, 5);
+	ck_assert_uint_eq(p.n, 10);
+	ck_assert_uint_eq(p.n_live, 6);
 	ck_assert_uint_eq(p.n_refused, 4);
 	ck_assert(!p.overflow);
 	/* live: log-level (an enum shown by its name), resync-rate-max, ping-timeout, the hook
@@ -89,6 +90,8 @@ START_TEST(live_and_refused)
 	ck_assert_ptr_nonnull(c = find(&p, "volume db", "ping-timeout"));
 	ck_assert(c->live);
 	ck_assert_str_eq(c->new_val, "3s");
+	ck_assert_ptr_nonnull(c = find(&p, "volume db", "ping-interval"));
+	ck_assert(c->live);
 	ck_assert_ptr_nonnull(c = find(&p, "volume db", "split-brain-hook"));
 	ck_assert(c->live);
 	ck_assert_str_eq(c->old_val, "(none)");
@@ -116,6 +119,7 @@ START_TEST(live_and_refused)
 	ck_assert_int_eq(a->log_level, LOG_LVL_DEBUG);
 	ck_assert_uint_eq(a->volumes[0].resync_rate_max, 100u << 20);
 	ck_assert(a->volumes[0].ping_timeout == 3.0);
+	ck_assert(a->volumes[0].ping_interval == 0.25);
 	ck_assert_str_eq(a->volumes[0].sb_hook, "/bin/sb");
 	ck_assert_str_eq(a->cluster.fence_hook, "/usr/sbin/fence-b");
 	ck_assert_uint_eq(a->max_clients, 64);
