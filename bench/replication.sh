@@ -287,7 +287,7 @@ flush_report() {
 
 # run_config CONFIG: one run of every workload against CONFIG.
 run_config() {
-	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0= c0 t
+	local cfg=$1 w name args res t0p t0s w0 ap=0 bs=0 nw tx0 rx0 tx1 rx1 r_iops r_lat r_flush cp0='' c0 t
 	local node=alpha fs0=
 	fill_cache "$DIR/alpha.img" "$DIR/beta.img"
 	if [[ $cfg == standalone ]]; then
