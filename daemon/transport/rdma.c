@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/log.h"
 #include "lib/net.h"
 #include "rdma_flow.h"
 
@@ -35,10 +36,14 @@ struct rdma_res {
 	bool qp;
 };
 
+struct rdma_async;
+
 struct rdma_stream {
 	struct tstream base; /* first: a struct tstream * is a struct rdma_stream * */
 	struct ev_loop *loop;
 	struct rdma_res r;
+	struct rdma_async *async; /* the watcher of its device's asynchronous events */
+	struct rdma_stream *async_next;
 	ev_io cm_w, cq_w;
 	ev_prepare prep;
 	ev_timer lazy_w;
@@ -84,6 +89,22 @@ struct rdma_connect {
 	ev_io cm_w;
 	bool in_done;
 };
+
+/* The asynchronous events of one device context (port down, a queue pair or the device failed):
+ * its async_fd on the loop, shared by every stream on the device, since rdma_cm opens each device
+ * once per process. Replication runs on one loop, so one list is enough. */
+struct rdma_async {
+	struct rdma_async *next;
+	struct ibv_context *ctx;
+	struct ev_loop *loop;
+	ev_io w;
+	struct rdma_stream *streams;
+	bool in_cb;
+};
+
+static struct rdma_async *async_list;
+
+static void stream_fail(struct rdma_stream *s, const char *why);
 
 static struct rdma_stream *rs_of(struct tstream *s)
 {
@@ -225,6 +246,163 @@ static int cm_errno(const struct rdma_cm_event *ev)
 	}
 }
 
+/* ---- asynchronous events of a device ------------------------------------------------------ */
+
+/* The streams an event concerns, all of them marked by s->async_hit. */
+enum async_scope { ASYNC_NONE, ASYNC_QP, ASYNC_CQ, ASYNC_PORT, ASYNC_DEVICE };
+
+static enum async_scope async_scope_of(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_PATH_MIG_ERR:
+		return ASYNC_QP;
+	case IBV_EVENT_CQ_ERR:
+		return ASYNC_CQ;
+	case IBV_EVENT_PORT_ERR:
+		return ASYNC_PORT;
+	case IBV_EVENT_DEVICE_FATAL:
+		return ASYNC_DEVICE;
+	default:
+		/* Port active, GID or LID changes, communication established, queue drained:
+		 * nothing a stream has to give up for. */
+		return ASYNC_NONE;
+	}
+}
+
+static bool async_concerns(const struct rdma_stream *s, enum async_scope scope,
+                           const struct ibv_async_event *ev)
+{
+	switch (scope) {
+	case ASYNC_QP:
+		return s->r.id->qp == ev->element.qp;
+	case ASYNC_CQ:
+		return s->r.cq == ev->element.cq;
+	case ASYNC_PORT:
+		return s->r.id->port_num == ev->element.port_num;
+	case ASYNC_DEVICE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void async_free(struct rdma_async *a)
+{
+	struct rdma_async **pp = &async_list;
+	while (*pp != a)
+		pp = &(*pp)->next;
+	*pp = a->next;
+	ev_io_stop(a->loop, &a->w);
+	free(a);
+}
+
+/* The first live stream of a that ev concerns, or NULL. */
+static struct rdma_stream *async_target(const struct rdma_async *a, enum async_scope scope,
+                                        const struct ibv_async_event *ev)
+{
+	for (struct rdma_stream *s = a->streams; s; s = s->async_next)
+		if (!s->dead && async_concerns(s, scope, ev))
+			return s;
+	return NULL;
+}
+
+/* Fail the live streams ev concerns; ev is acknowledged already, so only its values are read. */
+static void async_fail_streams(struct rdma_async *a, enum async_scope scope,
+                               const struct ibv_async_event *ev)
+{
+	const char *dev = ibv_get_device_name(a->ctx->device);
+	const char *what = ibv_event_type_str(ev->event_type);
+	char why[240];
+	struct rdma_stream *s;
+	/* One at a time from the head: a failed stream's error callback may close others. */
+	while ((s = async_target(a, scope, ev))) {
+		if (scope == ASYNC_PORT)
+			snprintf(why, sizeof(why),
+			         "port %d of the RDMA device %s went down (%s), cutting the "
+			         "connection to "
+			         "%s",
+			         ev->element.port_num, dev, what, s->peer);
+		else
+			snprintf(why, sizeof(why),
+			         "the RDMA device %s reported %s, cutting the connection to %s",
+			         dev, what, s->peer);
+		stream_fail(s, why);
+	}
+}
+
+static void async_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_async *a = w->data;
+	struct ibv_async_event ev;
+	(void)loop;
+	(void)revents;
+	a->in_cb = true;
+	/* Bounded: the fd is non-blocking and each event is taken once. */
+	for (int n = 0; n < 64 && a->streams && ibv_get_async_event(a->ctx, &ev) == 0; n++) {
+		struct ibv_async_event copy = ev;
+		enum async_scope scope = async_scope_of(ev.event_type);
+		/* Acknowledged before anything is destroyed: destroying a queue pair or a
+		 * completion queue waits for the acknowledgement of its events. */
+		ibv_ack_async_event(&ev);
+		if (scope == ASYNC_NONE)
+			log_info("The RDMA device %s reported %s.",
+			         ibv_get_device_name(a->ctx->device),
+			         ibv_event_type_str(copy.event_type));
+		else
+			async_fail_streams(a, scope, &copy);
+	}
+	a->in_cb = false;
+	if (!a->streams)
+		async_free(a);
+}
+
+/* Put s on the watcher of its device's events, made on first use: 0, or -1 with errno. */
+static int async_attach(struct rdma_stream *s)
+{
+	struct ibv_context *ctx = s->r.id->verbs;
+	struct rdma_async *a = async_list;
+	while (a && (a->ctx != ctx || a->loop != s->loop))
+		a = a->next;
+	if (!a) {
+		int fl = fcntl(ctx->async_fd, F_GETFL);
+		if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+			return -1;
+		if (!(a = calloc(1, sizeof(*a)))) {
+			errno = ENOMEM;
+			return -1;
+		}
+		a->ctx = ctx;
+		a->loop = s->loop;
+		ev_io_init(&a->w, async_cb, ctx->async_fd, EV_READ);
+		a->w.data = a;
+		ev_io_start(s->loop, &a->w);
+		a->next = async_list;
+		async_list = a;
+	}
+	s->async = a;
+	s->async_next = a->streams;
+	a->streams = s;
+	return 0;
+}
+
+static void async_detach(struct rdma_stream *s)
+{
+	struct rdma_async *a = s->async;
+	if (!a)
+		return;
+	struct rdma_stream **pp = &a->streams;
+	while (*pp != s)
+		pp = &(*pp)->async_next;
+	*pp = s->async_next;
+	s->async = NULL;
+	/* Last stream gone: the watcher too, unless it is the one calling. */
+	if (!a->streams && !a->in_cb)
+		async_free(a);
+}
+
 /* ---- stream ------------------------------------------------------------------------------ */
 
 static void stream_stop(struct rdma_stream *s)
@@ -240,6 +418,7 @@ static void stream_free(struct rdma_stream *s)
 	stream_stop(s);
 	outq_drop(&s->q, ECANCELED);
 	rdma_rx_reset(&s->rx);
+	async_detach(s);
 	/* Tell the peer at once rather than let its retries run out. */
 	rdma_disconnect(s->r.id);
 	res_teardown(&s->r);
@@ -498,6 +677,13 @@ static int stream_create(struct ev_loop *loop, struct rdma_res *r, const struct 
 	    sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	if (net_addr_name(sa, salen, s->peer, sizeof(s->peer)) < 0)
 		snprintf(s->peer, sizeof(s->peer), "an unknown address");
+	if (async_attach(s) < 0) {
+		int saved = errno;
+		*r = s->r; /* the caller still owns them */
+		free(s);
+		errno = saved;
+		return -1;
+	}
 	s->last_rx = ev_now(loop);
 	ev_io_init(&s->cm_w, stream_cm_cb, s->r.ch->fd, EV_READ);
 	ev_io_init(&s->cq_w, cq_cb, s->r.cc->fd, EV_READ);
