@@ -268,7 +268,7 @@ static int cm_errno(const struct rdma_cm_event *ev)
 
 /* ---- asynchronous events of a device ------------------------------------------------------ */
 
-/* The streams an event concerns, all of them marked by s->async_hit. */
+/* Which streams an event concerns. */
 enum async_scope { ASYNC_NONE, ASYNC_QP, ASYNC_CQ, ASYNC_PORT, ASYNC_DEVICE };
 
 static enum async_scope async_scope_of(enum ibv_event_type t)
@@ -349,8 +349,7 @@ static void async_fail_streams(struct rdma_async *a, enum async_scope scope,
 		if (scope == ASYNC_PORT)
 			snprintf(why, sizeof(why),
 			         "port %d of the RDMA device %s went down (%s), cutting the "
-			         "connection to "
-			         "%s",
+			         "connection to %s",
 			         ev->element.port_num, dev, what, s->peer);
 		else
 			snprintf(why, sizeof(why),
@@ -1086,6 +1085,7 @@ static void listener_relisten(struct rdma_listener *l, const char *dev, int port
 		rdma_destroy_id(l->id);
 	l->id = NULL;
 	if (listener_bind(l) == 0) {
+		ev_timer_stop(l->p.loop, &l->retry_w);
 		log_info(
 		    "Listening for RDMA connections on %s again: port %d of the RDMA device %s "
 		    "is back, and a listener that lived through the port going down refuses "
@@ -1103,7 +1103,7 @@ static void listener_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct rdma_listener *l = w->data;
 	(void)revents;
-	if (listener_bind(l) == 0)
+	if (l->id || listener_bind(l) == 0)
 		ev_timer_stop(loop, w);
 }
 
