@@ -42,6 +42,9 @@ PACKAGES=(
 	# the RDMA transport (librdmacm, libibverbs; rxe's user-space provider) and the tools that
 	# set up and check Soft-RoCE devices in the guest test (rdma from iproute2, rping)
 	librdmacm-dev libibverbs-dev ibverbs-providers rdmacm-utils ibverbs-utils
+	# bench/rdma_design.sh: SEND against RDMA WRITE on the guest's rxe device (ib_send_lat,
+	# ib_write_lat, ib_send_bw, ib_write_bw), the measurements behind the RDMA data path
+	perftest
 )
 
 missing=()

@@ -1,4 +1,19 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * The RDMA transport's verbs half (rdma_flow.c is the device-free half). Data path, chosen by
+ * measurement (bench/rdma_design.sh; numbers and reasons in daemon/transport/README.md):
+ *   - SENDs into posted receives, with credits, not RDMA WRITE: the only WRITE that wakes the
+ *     receiver without a spinning core is WRITE with immediate, which consumes a posted receive
+ *     just as a SEND does, and adds remote addresses and keys per message; on rxe WRITE was not
+ *     clearly faster at hak's sizes (4 KiB writes, messages up to 64 KiB).
+ *   - Frames copied into buffers registered once per connection, not registered per write:
+ *     ibv_reg_mr + ibv_dereg_mr of 4 KiB cost about 66 times a memcpy of it in the guest (and a
+ *     4 KiB memcpy takes 30 ns on a real CPU); an NBD write's buffer lives for one request, so a
+ *     registration could not be reused.
+ * Failures: failed completions, rdma_cm's DISCONNECTED and DEVICE_REMOVAL, and the device's
+ * asynchronous events (port down, a queue pair or the device in error) fail the streams they
+ * concern; when a port comes back the listeners on it listen again.
+ */
 #include "rdma.h"
 
 #include <errno.h>
@@ -11,6 +26,7 @@
 #include <string.h>
 
 #include "lib/buf.h"
+#include "lib/log.h"
 #include "lib/net.h"
 #include "rdma_flow.h"
 
@@ -35,10 +51,14 @@ struct rdma_res {
 	bool qp;
 };
 
+struct rdma_async;
+
 struct rdma_stream {
 	struct tstream base; /* first: a struct tstream * is a struct rdma_stream * */
 	struct ev_loop *loop;
 	struct rdma_res r;
+	struct rdma_async *async; /* the watcher of its device's asynchronous events */
+	struct rdma_stream *async_next;
 	ev_io cm_w, cq_w;
 	ev_prepare prep;
 	ev_timer lazy_w;
@@ -75,6 +95,8 @@ struct rdma_listener {
 	ev_io cm_w;
 	ev_timer retry_w;
 	struct rdma_accepting *pending;
+	struct rdma_async *async; /* while bound to a device */
+	struct rdma_listener *async_next;
 };
 
 struct rdma_connect {
@@ -84,6 +106,25 @@ struct rdma_connect {
 	ev_io cm_w;
 	bool in_done;
 };
+
+/* The asynchronous events of one device context (port down or up, a queue pair or the device
+ * failed): its async_fd on the loop, shared by every stream and listener on the device, since
+ * rdma_cm opens each device once per process. Replication runs on one loop, so one list is
+ * enough. */
+struct rdma_async {
+	struct rdma_async *next;
+	struct ibv_context *ctx;
+	struct ev_loop *loop;
+	ev_io w;
+	struct rdma_stream *streams;
+	struct rdma_listener *listeners;
+	bool in_cb;
+};
+
+static struct rdma_async *async_list;
+
+static void stream_fail(struct rdma_stream *s, const char *why);
+static void listener_relisten(struct rdma_listener *l, const char *dev, int port);
 
 static struct rdma_stream *rs_of(struct tstream *s)
 {
@@ -225,6 +266,186 @@ static int cm_errno(const struct rdma_cm_event *ev)
 	}
 }
 
+/* ---- asynchronous events of a device ------------------------------------------------------ */
+
+/* Which streams an event concerns. */
+enum async_scope { ASYNC_NONE, ASYNC_QP, ASYNC_CQ, ASYNC_PORT, ASYNC_DEVICE };
+
+static enum async_scope async_scope_of(enum ibv_event_type t)
+{
+	switch (t) {
+	case IBV_EVENT_QP_FATAL:
+	case IBV_EVENT_QP_REQ_ERR:
+	case IBV_EVENT_QP_ACCESS_ERR:
+	case IBV_EVENT_PATH_MIG_ERR:
+		return ASYNC_QP;
+	case IBV_EVENT_CQ_ERR:
+		return ASYNC_CQ;
+	case IBV_EVENT_PORT_ERR:
+		return ASYNC_PORT;
+	case IBV_EVENT_DEVICE_FATAL:
+		return ASYNC_DEVICE;
+	default:
+		/* Port active, GID or LID changes, communication established, queue drained:
+		 * nothing a stream has to give up for. */
+		return ASYNC_NONE;
+	}
+}
+
+static bool async_concerns(const struct rdma_stream *s, enum async_scope scope,
+                           const struct ibv_async_event *ev)
+{
+	switch (scope) {
+	case ASYNC_QP:
+		return s->r.id->qp == ev->element.qp;
+	case ASYNC_CQ:
+		return s->r.cq == ev->element.cq;
+	case ASYNC_PORT:
+		return s->r.id->port_num == ev->element.port_num;
+	case ASYNC_DEVICE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void async_free(struct rdma_async *a)
+{
+	struct rdma_async **pp = &async_list;
+	while (*pp != a)
+		pp = &(*pp)->next;
+	*pp = a->next;
+	ev_io_stop(a->loop, &a->w);
+	free(a);
+}
+
+/* Nobody left on a: free it, unless it is the one calling. */
+static void async_put(struct rdma_async *a)
+{
+	if (!a->streams && !a->listeners && !a->in_cb)
+		async_free(a);
+}
+
+/* The first live stream of a that ev concerns, or NULL. */
+static struct rdma_stream *async_target(const struct rdma_async *a, enum async_scope scope,
+                                        const struct ibv_async_event *ev)
+{
+	for (struct rdma_stream *s = a->streams; s; s = s->async_next)
+		if (!s->dead && async_concerns(s, scope, ev))
+			return s;
+	return NULL;
+}
+
+/* Fail the live streams ev concerns; ev is acknowledged already, so only its values are read. */
+static void async_fail_streams(struct rdma_async *a, enum async_scope scope,
+                               const struct ibv_async_event *ev)
+{
+	const char *dev = ibv_get_device_name(a->ctx->device);
+	const char *what = ibv_event_type_str(ev->event_type);
+	char why[240];
+	struct rdma_stream *s;
+	/* One at a time from the head: a failed stream's error callback may close others. */
+	while ((s = async_target(a, scope, ev))) {
+		if (scope == ASYNC_PORT)
+			snprintf(why, sizeof(why),
+			         "port %d of the RDMA device %s went down (%s), cutting the "
+			         "connection to %s",
+			         ev->element.port_num, dev, what, s->peer);
+		else
+			snprintf(why, sizeof(why),
+			         "the RDMA device %s reported %s, cutting the connection to %s",
+			         dev, what, s->peer);
+		stream_fail(s, why);
+	}
+}
+
+/* A port came back: the listeners bound to the device listen again. Measured with Linux 6.1's
+ * rxe: a listening id that lived through its port going down rejects every connection request
+ * afterwards (REJECTED, status 8), while a new one accepts them. */
+static void async_port_active(struct rdma_async *a, int port)
+{
+	const char *dev = ibv_get_device_name(a->ctx->device);
+	for (struct rdma_listener *l = a->listeners; l; l = l->async_next)
+		listener_relisten(l, dev, port);
+}
+
+static void async_cb(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct rdma_async *a = w->data;
+	struct ibv_async_event ev;
+	(void)loop;
+	(void)revents;
+	a->in_cb = true;
+	/* Bounded: the fd is non-blocking and each event is taken once. */
+	for (int n = 0; n < 64 && ibv_get_async_event(a->ctx, &ev) == 0; n++) {
+		struct ibv_async_event copy = ev;
+		enum async_scope scope = async_scope_of(ev.event_type);
+		/* Acknowledged before anything is destroyed: destroying a queue pair or a
+		 * completion queue waits for the acknowledgement of its events. */
+		ibv_ack_async_event(&ev);
+		if (scope != ASYNC_NONE)
+			async_fail_streams(a, scope, &copy);
+		else
+			log_info("The RDMA device %s reported %s.",
+			         ibv_get_device_name(a->ctx->device),
+			         ibv_event_type_str(copy.event_type));
+		if (copy.event_type == IBV_EVENT_PORT_ACTIVE)
+			async_port_active(a, copy.element.port_num);
+	}
+	a->in_cb = false;
+	async_put(a);
+}
+
+/* The watcher of ctx's events on loop, made on first use: it, or NULL with errno. */
+static struct rdma_async *async_get(struct ev_loop *loop, struct ibv_context *ctx)
+{
+	struct rdma_async *a = async_list;
+	while (a && (a->ctx != ctx || a->loop != loop))
+		a = a->next;
+	if (a)
+		return a;
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		return NULL;
+	if (!(a = calloc(1, sizeof(*a)))) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	a->ctx = ctx;
+	a->loop = loop;
+	ev_io_init(&a->w, async_cb, ctx->async_fd, EV_READ);
+	a->w.data = a;
+	ev_io_start(loop, &a->w);
+	a->next = async_list;
+	async_list = a;
+	return a;
+}
+
+/* Put s on the watcher of its device's events: 0, or -1 with errno. */
+static int async_attach(struct rdma_stream *s)
+{
+	struct rdma_async *a = async_get(s->loop, s->r.id->verbs);
+	if (!a)
+		return -1;
+	s->async = a;
+	s->async_next = a->streams;
+	a->streams = s;
+	return 0;
+}
+
+static void async_detach(struct rdma_stream *s)
+{
+	struct rdma_async *a = s->async;
+	if (!a)
+		return;
+	struct rdma_stream **pp = &a->streams;
+	while (*pp != s)
+		pp = &(*pp)->async_next;
+	*pp = s->async_next;
+	s->async = NULL;
+	async_put(a);
+}
+
 /* ---- stream ------------------------------------------------------------------------------ */
 
 static void stream_stop(struct rdma_stream *s)
@@ -240,6 +461,7 @@ static void stream_free(struct rdma_stream *s)
 	stream_stop(s);
 	outq_drop(&s->q, ECANCELED);
 	rdma_rx_reset(&s->rx);
+	async_detach(s);
 	/* Tell the peer at once rather than let its retries run out. */
 	rdma_disconnect(s->r.id);
 	res_teardown(&s->r);
@@ -498,6 +720,13 @@ static int stream_create(struct ev_loop *loop, struct rdma_res *r, const struct 
 	    sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 	if (net_addr_name(sa, salen, s->peer, sizeof(s->peer)) < 0)
 		snprintf(s->peer, sizeof(s->peer), "an unknown address");
+	if (async_attach(s) < 0) {
+		int saved = errno;
+		*r = s->r; /* the caller still owns them */
+		free(s);
+		errno = saved;
+		return -1;
+	}
 	s->last_rx = ev_now(loop);
 	ev_io_init(&s->cm_w, stream_cm_cb, s->r.ch->fd, EV_READ);
 	ev_io_init(&s->cq_w, cq_cb, s->r.cc->fd, EV_READ);
@@ -658,7 +887,11 @@ static void connect_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 		                  type == RDMA_CM_EVENT_ESTABLISHED
 		              ? 0
 		              : cm_errno(ev);
+		int status = ev->status;
 		rdma_ack_cm_event(ev);
+		if (err)
+			log_debug("An outgoing RDMA connection got %s (status %d).",
+			          rdma_event_str(type), status);
 		if (!err)
 			err = connect_step(c, type);
 		if (err || type == RDMA_CM_EVENT_ESTABLISHED) {
@@ -743,10 +976,14 @@ static void accepting_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 	(void)revents;
 	while (rdma_get_cm_event(a->r.ch, &ev) == 0) {
 		enum rdma_cm_event_type type = ev->event;
+		int status = ev->status;
 		rdma_ack_cm_event(ev);
 		if (type != RDMA_CM_EVENT_ESTABLISHED) {
 			/* Anything else before the connection is up ends it (rejected, error,
 			 * disconnected, device gone). */
+			log_debug("An incoming RDMA connection ended before it was established: "
+			          "%s (status %d).",
+			          rdma_event_str(type), status);
 			accepting_free(a);
 			return;
 		}
@@ -779,6 +1016,7 @@ static void listener_request(struct rdma_listener *l, struct rdma_cm_id *id)
 	conn_params(&cp);
 	if (!(a->r.ch = channel_open()) || rdma_migrate_id(id, a->r.ch) < 0 ||
 	    res_setup(&a->r) < 0 || rdma_accept(id, &cp) < 0) {
+		log_warn("Accepting an RDMA connection failed: %s.", strerror(errno));
 		rdma_reject(id, NULL, 0);
 		accepting_free(a);
 		return;
@@ -788,7 +1026,8 @@ static void listener_request(struct rdma_listener *l, struct rdma_cm_id *id)
 	ev_io_start(l->p.loop, &a->cm_w);
 }
 
-/* Listen on l->sa: 0, or -1 with errno (ENODEV while no RDMA device holds the address). */
+/* Listen on l->sa: 0, or -1 with errno (ENODEV while no RDMA device holds the address). Bound to
+ * a device, the listener also follows its events (async_port_active). */
 static int listener_bind(struct rdma_listener *l)
 {
 	if (rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) < 0) {
@@ -802,14 +1041,69 @@ static int listener_bind(struct rdma_listener *l)
 		errno = saved;
 		return -1;
 	}
+	if (!l->async && l->id->verbs) {
+		struct rdma_async *a = async_get(l->p.loop, l->id->verbs);
+		if (a) {
+			l->async = a;
+			l->async_next = a->listeners;
+			a->listeners = l;
+		} else {
+			log_warn("Listening for RDMA connections without following the device's "
+			         "events: %s; after a port goes down and up, restart hakd.",
+			         strerror(errno));
+		}
+	}
 	return 0;
+}
+
+/* Stop listening: the id destroyed, off its device's events. */
+static void listener_unbind(struct rdma_listener *l)
+{
+	struct rdma_async *a = l->async;
+	if (a) {
+		struct rdma_listener **pp = &a->listeners;
+		while (*pp != l)
+			pp = &(*pp)->async_next;
+		*pp = l->async_next;
+		l->async = NULL;
+		async_put(a);
+	}
+	if (l->id)
+		rdma_destroy_id(l->id);
+	l->id = NULL;
+}
+
+/* A new listening id in place of l's (called from async_cb, so l stays on its watcher). */
+static void listener_relisten(struct rdma_listener *l, const char *dev, int port)
+{
+	char name[80];
+	socklen_t salen =
+	    l->sa.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	if (net_addr_name((struct sockaddr *)&l->sa, salen, name, sizeof(name)) < 0)
+		snprintf(name, sizeof(name), "its address");
+	if (l->id)
+		rdma_destroy_id(l->id);
+	l->id = NULL;
+	if (listener_bind(l) == 0) {
+		ev_timer_stop(l->p.loop, &l->retry_w);
+		log_info(
+		    "Listening for RDMA connections on %s again: port %d of the RDMA device %s "
+		    "is back, and a listener that lived through the port going down refuses "
+		    "connections.",
+		    name, port, dev);
+		return;
+	}
+	log_warn("Listening for RDMA connections on %s again, after port %d of the RDMA device %s "
+	         "came back, failed: %s; retrying every second.",
+	         name, port, dev, strerror(errno));
+	ev_timer_again(l->p.loop, &l->retry_w);
 }
 
 static void listener_retry_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct rdma_listener *l = w->data;
 	(void)revents;
-	if (listener_bind(l) == 0)
+	if (l->id || listener_bind(l) == 0)
 		ev_timer_stop(loop, w);
 }
 
@@ -829,8 +1123,7 @@ static void listener_cm_cb(struct ev_loop *loop, ev_io *w, int revents)
 		} else if (type == RDMA_CM_EVENT_DEVICE_REMOVAL && id == l->id) {
 			/* The listening id dies with its device; listen again once a device
 			 * holds the address (a replaced adapter, a Soft-RoCE device re-added). */
-			rdma_destroy_id(l->id);
-			l->id = NULL;
+			listener_unbind(l);
 			ev_timer_again(loop, &l->retry_w);
 		}
 	}
@@ -845,12 +1138,12 @@ static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
 		errno = ENOMEM;
 		return -1;
 	}
+	l->p = *p;
+	l->p.addr = NULL;
 	if (net_addr_resolve(p->addr, p->port_offset, 1, &l->sa, &salen) < 0 ||
 	    !(l->ch = channel_open()) || listener_bind(l) < 0)
 		goto fail;
 	l->base.t = &transport_rdma;
-	l->p = *p;
-	l->p.addr = NULL;
 	ev_io_init(&l->cm_w, listener_cm_cb, l->ch->fd, EV_READ);
 	l->cm_w.data = l;
 	ev_io_start(p->loop, &l->cm_w);
@@ -861,6 +1154,7 @@ static int rt_listen(const struct tlisten_params *p, struct tlistener **out)
 	return 0;
 fail:
 	saved = errno;
+	listener_unbind(l);
 	if (l->ch)
 		rdma_destroy_event_channel(l->ch);
 	free(l);
@@ -875,8 +1169,7 @@ static void rt_listener_close(struct tlistener *tl)
 		accepting_free(l->pending);
 	ev_io_stop(l->p.loop, &l->cm_w);
 	ev_timer_stop(l->p.loop, &l->retry_w);
-	if (l->id)
-		rdma_destroy_id(l->id);
+	listener_unbind(l);
 	rdma_destroy_event_channel(l->ch);
 	free(l);
 }
