@@ -18,7 +18,10 @@
 #                            mallory of the same CA and an impostor-alpha of another);
 #                            PAIR_TRANSPORT=tls-psk with the pre-shared key WORK/tls/psk.
 #                            PAIR_TRANSPORT=rdma over Soft-RoCE (rdma_rxe, so in tests/guest):
-#                            see _pair_one_ns_setup.
+#                            see _pair_one_ns_setup. PAIR_TRANSPORT=rdma,tcp: RDMA with TCP as
+#                            the fallback; in tests/guest with PAIR_ONE_NS=1 (rdma_rxe loaded),
+#                            and PAIR_RDMA_LATER=1 leaves the rxe device out (rdma_dev_add adds
+#                            it later; the pair's cleanup deletes it).
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -88,7 +91,8 @@ _pair_tls() {
 		;;
 	tls-psk) printf '    transport tls\n    tls-psk-file %s\n' "$WORK/tls/psk" ;;
 	rdma) printf '    transport rdma\n' ;;
-	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls, tls-psk or rdma" ;;
+	rdma,tcp) printf '    transport rdma,tcp\n' ;;
+	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls, tls-psk, rdma or rdma,tcp" ;;
 	esac
 }
 
@@ -152,7 +156,7 @@ pair_setup() {
 # PAIR_ONE_NS=1 gives a TCP pair the same layout (its packets then loop through lo), for
 # comparing the two transports.
 _pair_one_ns_setup() {
-	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma* ]]; then
 		modprobe rdma_rxe || fail "modprobe rdma_rxe failed: this kernel has no Soft-RoCE"
 		require_cmd rdma
 	fi
@@ -162,8 +166,8 @@ _pair_one_ns_setup() {
 	ip addr add 192.0.2.2/25 dev "ha1-$PAIR_SID"
 	ip link set "ha1-$PAIR_SID" up
 	ip link set "hb1-$PAIR_SID" up
-	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
-		rdma_dev_add
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma* ]]; then
+		[[ -n ${PAIR_RDMA_LATER:-} ]] || rdma_dev_add
 		defer "rdma link delete rxe-$PAIR_SID 2>/dev/null || true"
 	fi
 	PAIR_NO_NETNS=1 # for node_start
