@@ -952,11 +952,17 @@ static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
 	uint8_t id[8] = {0};
+	double gap = ev_now(loop) - r->ping_tick;
 	(void)revents;
+	r->ping_tick = ev_now(loop);
 	fence_tick(r);
 	if (!r->connected || !r->meta_s)
 		return;
-	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
+	/* After a stall of this loop (a blocking library call: librdmacm's first one once an RDMA
+	 * device appeared took 2 s in a TCG guest) the timers run before the sockets are read:
+	 * the peer's answers wait unread, and its silence would be ours. */
+	bool stalled = gap > 2 * r->p.vcfg->ping_interval;
+	if (!stalled && tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
 		char why[96];
 		snprintf(why, sizeof(why), "no answer from the peer for %.1f s",
 		         tstream_idle(r->meta_s));

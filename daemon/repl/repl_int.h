@@ -254,6 +254,7 @@ struct repl {
 	unsigned reject_suppressed;
 	double ping_rtt;
 	double ping_sent;
+	double ping_tick;      /* ev_now of the ping timer's last run */
 	uint64_t promoted_ms;  /* wall clock of the last promotion (not persisted) */
 	bool lost_established; /* on_conn_lost runs for a connection past its handshake */
 	bool stopping;         /* repl_shutdown: a lost connection is no reason to fence */
@@ -266,6 +267,7 @@ struct repl {
 	const struct transport_ops *conn_t; /* of the connection, or of the attempt in progress */
 	bool fb_announced;                  /* the log last said: replicating over the fallback */
 	bool fb_listen_said;                /* the acceptor logged that RDMA cannot listen */
+	bool sw_fail_said;                  /* a failed move was logged on this connection */
 	struct tlisten_params sw_lp;        /* the acceptor's, for the RDMA listener's retries */
 	double listen_next;                 /* ev_now of the RDMA listener's next try */
 	ev_timer sw_timer;                  /* closes the old streams once both markers passed */

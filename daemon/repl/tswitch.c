@@ -113,6 +113,7 @@ void tswitch_connected(struct repl *r)
 		repl_log(r, LOG_LVL_NOTICE, "Volume %s: replicating over %s again.", r->name,
 		         upper(r->p.transport));
 	r->fb_announced = over_fb;
+	r->sw_fail_said = false;
 	r->sw_next = ev_now(r->p.loop) + TSWITCH_RETRY;
 }
 
@@ -141,20 +142,34 @@ bool tswitch_draining(const struct repl *r, const struct tstream *s)
 
 /* Who may read now, per stream pair k: the old stream up to the peer's marker, then the new one;
  * the data stream's reader also obeys the apply backpressure. */
+static void pause_if(struct tstream *s, bool paused)
+{
+	if (s)
+		tstream_pause(s, paused);
+}
+
+/* Each call re-reads the state: a stream let go may deliver frames at once, and one of them may
+ * end the move or the connection. Pausing first, then resuming, keeps the order either way. */
 static void apply_pauses(struct repl *r)
 {
 	for (int k = 0; k < 2; k++) {
-		struct tstream *cur = k ? r->meta_s : r->data;
 		bool bp = k == 0 && r->data_paused;
+#define CUR (k ? r->meta_s : r->data)
 		if (r->sw_old[k]) {
-			tstream_pause(r->sw_old[k], r->sw_marker_rcvd[k] || bp);
-			tstream_pause(cur, !r->sw_marker_rcvd[k] || bp);
+			if (r->sw_marker_rcvd[k])
+				pause_if(r->sw_old[k], true);
+			else
+				pause_if(CUR, true);
+			if (r->sw_old[k] && !r->sw_marker_rcvd[k])
+				pause_if(r->sw_old[k], bp);
+			else if (r->sw_old[k])
+				pause_if(CUR, bp);
 		} else {
-			if (cur)
-				tstream_pause(cur, r->sw_marker_rcvd[k] || bp);
 			if (r->sw_new[k] && r->sw_hello_rcvd[k])
-				tstream_pause(r->sw_new[k], true);
+				pause_if(r->sw_new[k], true);
+			pause_if(CUR, r->sw_marker_rcvd[k] || bp);
 		}
+#undef CUR
 	}
 }
 
@@ -176,8 +191,9 @@ void tswitch_data_pause(struct repl *r, bool paused)
 /* The new streams go, the connection stays: the next try comes after TSWITCH_RETRY. */
 static void abort_new(struct repl *r, const char *why)
 {
+	/* Said once per connection: the initiator tries again every TSWITCH_RETRY s. */
 	if (why)
-		repl_log(r, LOG_LVL_INFO,
+		repl_log(r, r->sw_fail_said ? LOG_LVL_DEBUG : LOG_LVL_INFO,
 		         "Moving the connection to %s onto %s failed: %s; it stays on %s.",
 		         r->p.peer->name, upper(r->p.transport), why,
 		         r->data ? upper(r->data->t) : "its transport");
@@ -190,7 +206,35 @@ static void abort_new(struct repl *r, const char *why)
 		/* A marker without a move would be the peer's error: dropped with the connection.
 		 */
 	}
+	r->sw_fail_said |= why != NULL;
 	r->sw_next = ev_now(r->p.loop) + TSWITCH_RETRY;
+}
+
+static void sw_connect_done(void *ctx, struct tconnect *c, struct tstream *s, int err);
+
+/*
+ * One new stream k over the preferred transport; the meta stream's after the data stream's is
+ * up. One at a time because librdmacm's first calls after a device appeared block (measured in
+ * the TCG guest with ASan: up to 0.55 s for rdma_create_id and rdma_resolve_addr), and two of
+ * those in one turn of the loop kept pings unanswered past a 1 s ping-timeout.
+ */
+static void connect_new(struct repl *r, int k)
+{
+	struct tconnect_params cp = {.loop = r->p.loop,
+	                             .auth = r->auth,
+	                             .addr = r->p.peer->address,
+	                             .port_offset = r->p.vcfg->port_offset,
+	                             .bind_host = r->p.self->host,
+	                             .ops = &repl_stream_ops,
+	                             .ctx = r,
+	                             .done = sw_connect_done,
+	                             .topts = NULL};
+	if (tconnect_start(r->p.transport, &cp, &r->sw_connecting[k]) < 0) {
+		r->sw_connecting[k] = NULL;
+		repl_log(r, LOG_LVL_DEBUG, "No %s path to %s at %s yet: %s.", upper(r->p.transport),
+		         r->p.peer->name, r->p.peer->address, strerror(errno));
+		abort_new(r, NULL);
+	}
 }
 
 static void sw_connect_done(void *ctx, struct tconnect *c, struct tstream *s, int err)
@@ -207,31 +251,8 @@ static void sw_connect_done(void *ctx, struct tconnect *c, struct tstream *s, in
 	r->sw_new[k] = s;
 	repl_send_hello(r, s, (uint8_t)(k + 1), WIRE_F_SWITCH);
 	r->sw_hello_sent[k] = true;
-}
-
-/* The initiator, connected over the fallback: two streams over the preferred transport. */
-static void try_rdma(struct repl *r)
-{
-	struct tconnect_params cp = {.loop = r->p.loop,
-	                             .auth = r->auth,
-	                             .addr = r->p.peer->address,
-	                             .port_offset = r->p.vcfg->port_offset,
-	                             .bind_host = r->p.self->host,
-	                             .ops = &repl_stream_ops,
-	                             .ctx = r,
-	                             .done = sw_connect_done,
-	                             .topts = NULL};
-	r->sw_next = ev_now(r->p.loop) + TSWITCH_RETRY;
-	for (int k = 0; k < 2; k++) {
-		if (tconnect_start(r->p.transport, &cp, &r->sw_connecting[k]) < 0) {
-			r->sw_connecting[k] = NULL;
-			repl_log(r, LOG_LVL_DEBUG, "No %s path to %s at %s yet: %s.",
-			         upper(r->p.transport), r->p.peer->name, r->p.peer->address,
-			         strerror(errno));
-			abort_new(r, NULL);
-			return;
-		}
-	}
+	if (k == 0)
+		connect_new(r, 1);
 }
 
 void tswitch_tick(struct repl *r)
@@ -242,8 +263,11 @@ void tswitch_tick(struct repl *r)
 	if (!r->initiator && !r->listener && r->listener_fb && now >= r->listen_next)
 		listen_rdma(r);
 	if (r->initiator && r->connected && r->data && r->data->t == r->fallback &&
-	    !switch_active(r) && !r->sw_connecting[0] && !r->sw_connecting[1] && now >= r->sw_next)
-		try_rdma(r);
+	    !switch_active(r) && !r->sw_connecting[0] && !r->sw_connecting[1] &&
+	    now >= r->sw_next) {
+		r->sw_next = now + TSWITCH_RETRY;
+		connect_new(r, 0);
+	}
 }
 
 /* ---- the move ----------------------------------------------------------------------------- */
@@ -289,8 +313,7 @@ static void move(struct repl *r)
 		it->hdr_len = WIRE_HDR_SIZE + WIRE_ID_SIZE;
 		it->sent = marker_sent;
 		it->ctx = r;
-		tstream_send(old, it);
-		tstream_try_flush(old);
+		tstream_send(old, it); /* written before the loop sleeps, with what is queued */
 		r->sw_old[k] = old;
 		r->sw_new[k] = NULL;
 		r->sw_hello_sent[k] = r->sw_hello_rcvd[k] = false;
@@ -362,6 +385,20 @@ void tswitch_hello(struct repl *r, struct tstream *s, uint16_t flags, const stru
 		return;
 	}
 	k = h->stream - 1;
+	bool again = new_index(r, s) >= 0 && r->sw_hello_rcvd[k];
+	if (again || r->sw_old[0] || r->sw_old[1]) {
+		/* A second HELLO on a new stream, or a move while the last one still drains (a
+		 * new stream that replaces a stale one of a try given up is accept_new's). */
+		if (new_index(r, s) >= 0)
+			abort_new(r, "the peer sent a second HELLO that moves the connection");
+		else
+			tstream_close(s);
+		repl_log(r, LOG_LVL_WARN, "Refused a stream from %s that joins the connection: %s.",
+		         r->p.peer->name,
+		         r->sw_old[0] || r->sw_old[1] ? "the last move still drains"
+		                                      : "that stream has joined already");
+		return;
+	}
 	if (!r->initiator)
 		accept_new(r, s, k);
 	r->sw_hello_rcvd[k] = true;
@@ -415,7 +452,8 @@ void tswitch_drop(struct repl *r)
 		tstream_close(old); /* may run marker_sent(ECANCELED) */
 		r->sw_marker_rcvd[k] = r->sw_marker_sent[k] = false;
 	}
-	r->conn_t = r->p.transport;
+	/* r->conn_t stays: a failed attempt over the fallback must not fall back again (it
+	 * would retry at once, in a loop); start_connect resets it for the next one. */
 }
 
 void tswitch_init(struct repl *r)

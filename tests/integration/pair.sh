@@ -9,6 +9,7 @@
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
 #                            PAIR_GLOBAL="key value" adds a line to the global block.
 #                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
+#                            PAIR_PING_TIMEOUT=DURATION instead of 1s (volume db).
 #                            Both nodes share the replication key WORK/repl.key;
 #                            PAIR_AUTH=none configures insecure-no-auth instead.
 #                            PAIR_VOL2=NAME adds a second volume NAME (same mode and size,
@@ -62,7 +63,7 @@ volume db {
     meta-disk $WORK/$n.meta
     mode $PAIR_MODE
     ping-interval 200ms
-    ping-timeout 1s
+    ping-timeout ${PAIR_PING_TIMEOUT:-1s}
     connect-interval 200ms
     $(_pair_auth)
     ${PAIR_EXTRA:-}

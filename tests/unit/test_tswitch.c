@@ -4,7 +4,8 @@
  * accepting side, driven without sockets (support/replfix.h): the peer's switch HELLOs on two new
  * streams, hakd's answers and its SWITCH markers on the old ones; frames of the new data stream
  * held until the old one's marker (overlapping writes land in the peer's order); the old streams
- * closed once both markers passed; no reconnect. A new stream's failure before the move closes
+ * closed once both markers passed; no reconnect; the apply backpressure pausing whichever stream
+ * carries the data. A new stream's failure before the move closes
  * only the new streams; a marker outside a move, or a switch HELLO without a connection, is
  * refused.
  */
@@ -97,6 +98,7 @@ START_TEST(moves_in_place_in_stream_order)
 	step(f);
 	assert_switch_hello(&nd);
 	ck_assert(nd.paused); /* nothing of it before the old stream's marker */
+	ck_assert_ptr_null(memtransport_connecting()); /* the acceptor only answers */
 	ck_assert_ptr_null(f->r->sw_old[0]);
 	inject_switch_hello(f, &nm, WIRE_STREAM_META);
 	step(f);
@@ -117,7 +119,9 @@ START_TEST(moves_in_place_in_stream_order)
 	inject_marker(&f->data);
 	ck_assert_uint_eq(nd.held, 0);
 	ck_assert(!nd.paused);
-	rf_until(f, (step(f), acked_on(&nm, 1) && acked_on(&nm, 2) && acked_on(&nm, 3)));
+	/* Write 1 is acknowledged on whichever meta stream was current when its I/O ended. */
+	rf_until(f, (step(f), (acked_on(&f->meta, 1) || acked_on(&nm, 1)) && acked_on(&nm, 2) &&
+	                          acked_on(&nm, 3)));
 	ck_assert(rf_disk_is(f, 0, 4096, 22)); /* the peer's order: 1, 3, then 2 */
 	ck_assert(!f->meta.closed);            /* the old meta stream waits for its marker */
 	inject_marker(&f->meta);
@@ -136,6 +140,36 @@ START_TEST(moves_in_place_in_stream_order)
 	inject_write(&nd, 4, 8192, 44);
 	rf_until(f, (step(f), acked_on(&nm, 4)));
 	ck_assert(rf_disk_is(f, 8192, 4096, 44));
+}
+END_TEST
+
+/* The apply side's backpressure pauses whichever stream carries the peer's data at that moment:
+ * the old one up to its marker (which then waits with it), the new one after. */
+START_TEST(backpressure_follows_the_data)
+{
+	struct replfix *f = connected();
+	inject_switch_hello(f, &nd, WIRE_STREAM_DATA);
+	inject_switch_hello(f, &nm, WIRE_STREAM_META);
+	step(f);
+	ck_assert_ptr_eq(f->r->data, nd.s);
+	tswitch_data_pause(f->r, true);
+	ck_assert(f->data.paused && nd.paused);
+	inject_marker(&f->data);
+	ck_assert_uint_eq(f->data.held, 1); /* read only when the apply side wants more */
+	ck_assert(!f->r->sw_marker_rcvd[0]);
+	tswitch_data_pause(f->r, false);
+	ck_assert(f->r->sw_marker_rcvd[0]);
+	ck_assert(!nd.paused);
+	tswitch_data_pause(f->r, true);
+	ck_assert(nd.paused);
+	inject_write(&nd, 1, 0, 7);
+	ck_assert_uint_eq(nd.held, 1);
+	tswitch_data_pause(f->r, false);
+	ck_assert_uint_eq(nd.held, 0);
+	inject_marker(&f->meta);
+	rf_until(f, (step(f), acked_on(&nm, 1) && f->data.closed && f->meta.closed));
+	ck_assert(rf_disk_is(f, 0, 4096, 7));
+	ck_assert(!nd.paused && f->r->connected);
 }
 END_TEST
 
@@ -191,6 +225,7 @@ int main(void)
 	tcase_add_checked_fixture(t, NULL, teardown);
 	tcase_set_timeout(t, 30);
 	tcase_add_test(t, moves_in_place_in_stream_order);
+	tcase_add_test(t, backpressure_follows_the_data);
 	tcase_add_test(t, a_new_stream_failing_closes_only_the_new_streams);
 	tcase_add_test(t, a_marker_outside_a_move_drops_the_connection);
 	tcase_add_test(t, a_switch_hello_without_a_connection_is_refused);
