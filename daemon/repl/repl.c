@@ -907,9 +907,16 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	if (!r->want_connect || r->connected)
 		return;
 	if (r->data || r->meta_s || r->connecting[0] || r->connecting[1]) {
-		/* A handshake that does not finish within a few intervals is abandoned. */
-		if (ev_now(loop) - r->handshake_start > handshake_limit(r))
-			repl_drop_connection(r, "the handshake did not finish");
+		/* A handshake that does not finish within a few intervals is abandoned; a connect
+		 * over RDMA that hangs there falls back like one that failed. */
+		bool hung = r->connecting[0] || r->connecting[1];
+		if (ev_now(loop) - r->handshake_start <= handshake_limit(r))
+			return;
+		repl_drop_connection(r, "the handshake did not finish");
+		if (hung && r->initiator && tswitch_fall_back(r, ETIMEDOUT)) {
+			r->handshake_start = ev_now(loop);
+			connect_over(r);
+		}
 		return;
 	}
 	if (r->initiator)

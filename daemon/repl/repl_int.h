@@ -268,9 +268,10 @@ struct repl {
 	bool fb_announced;                  /* the log last said: replicating over the fallback */
 	bool fb_listen_said;                /* the acceptor logged that RDMA cannot listen */
 	bool sw_fail_said;                  /* a failed move was logged on this connection */
-	struct tlisten_params sw_lp;        /* the acceptor's, for the RDMA listener's retries */
-	double listen_next;                 /* ev_now of the RDMA listener's next try */
-	ev_timer sw_timer;                  /* closes the old streams once both markers passed */
+	double sw_deadline; /* ev_now by which the move in progress must have its streams */
+	struct tlisten_params sw_lp; /* the acceptor's, for the RDMA listener's retries */
+	double listen_next;          /* ev_now of the RDMA listener's next try */
+	ev_timer sw_timer;           /* closes the old streams once both markers passed */
 	double sw_next;    /* ev_now of the next RDMA try while connected over the fallback */
 	uint64_t switches; /* connections moved onto RDMA in place */
 	/* Before the move: the new streams (data, meta), their connects, their HELLOs. */

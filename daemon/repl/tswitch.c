@@ -266,8 +266,12 @@ void tswitch_tick(struct repl *r)
 	    !switch_active(r) && !r->sw_connecting[0] && !r->sw_connecting[1] &&
 	    now >= r->sw_next) {
 		r->sw_next = now + TSWITCH_RETRY;
+		r->sw_deadline = now + TSWITCH_LIMIT;
 		connect_new(r, 0);
 	}
+	bool pending = r->sw_connecting[0] || r->sw_connecting[1] || r->sw_new[0] || r->sw_new[1];
+	if (pending && !r->sw_old[0] && !r->sw_old[1] && now > r->sw_deadline)
+		abort_new(r, "the new streams were not up within the limit");
 }
 
 /* ---- the move ----------------------------------------------------------------------------- */
@@ -347,6 +351,8 @@ static bool move_ready(const struct repl *r)
  * harmless (the unit tests' in-memory transport does just that). */
 static void accept_new(struct repl *r, struct tstream *s, int k)
 {
+	if (!r->sw_new[0] && !r->sw_new[1])
+		r->sw_deadline = ev_now(r->p.loop) + TSWITCH_LIMIT;
 	if (r->sw_new[k] && r->sw_new[k] != s) {
 		/* The initiator gave up on its last try and made a new one. */
 		tstream_close(r->sw_new[k]);

@@ -29,6 +29,9 @@ struct wire_hello;
  * RDMA listener while it cannot bind. A constant: a try costs one rdma_cm resolve, and a few
  * seconds more on TCP cost nothing but speed. */
 #define TSWITCH_RETRY 2.0
+/* Seconds a move may take from its first connect to its switch HELLOs (a connect that hangs
+ * holds no retry back longer than this). */
+#define TSWITCH_LIMIT 10.0
 
 /* Before anything else of this file runs. */
 void tswitch_init(struct repl *r);
