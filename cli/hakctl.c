@@ -122,11 +122,21 @@ static void print_verify(json_t *vf)
 	           (long long)geti(rg, "length"));
 }
 
-/* The replication link's transport, when it is not plain TCP: "transport tls: CIPHER, ktls no". */
+/* The replication link's transport, when it is not plain TCP: "transport tls: CIPHER, ktls no",
+ * or for rdma,tcp "link Connected over tcp (rdma preferred, retrying), 0 moves onto rdma". */
 static void print_transport(json_t *r)
 {
 	const char *tr = json_string_value(json_object_get(r, "transport"));
+	const char *conf = json_string_value(json_object_get(r, "transport_configured"));
 	json_t *tls = json_object_get(r, "tls");
+	if (tr && conf && strchr(conf, ',')) {
+		printf("  link %s over %s (%.*s preferred%s), %lld in-place moves onto it\n",
+		       json_string_value(json_object_get(r, "link")), tr, (int)strcspn(conf, ","),
+		       conf,
+		       json_is_true(json_object_get(r, "transport_retrying")) ? ", retrying" : "",
+		       (long long)geti(r, "transport_switches"));
+		return;
+	}
 	if (!tr || strcmp(tr, "tcp") == 0)
 		return;
 	if (!tls) {

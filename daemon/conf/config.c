@@ -41,7 +41,7 @@ static const char *const quorum_loss_names[] = {"freeze", "demote", NULL};
 static const char *const disk_failure_names[] = {"detach", "failover", NULL};
 static const char *const sched_names[] = {"normal", "batch", NULL};    /* sched_batch 0 or 1 */
 static const char *const integrity_names[] = {"none", "crc32c", NULL}; /* data_integrity 0, 1 */
-static const char *const transport_names[] = {"tcp", "tls", "rdma", NULL};
+static const char *const transport_names[] = {"tcp", "tls", "rdma", "rdma,tcp", NULL};
 static const char *const nbd_tls_names[] = {"off", "on", "require", NULL};
 
 static int enum_log_level(const char *s, void *field)
@@ -246,7 +246,8 @@ static const struct conf_key volume_keys[] = {
     {"insecure-no-auth", CONF_BOOL, 0, 0, 0, VFIELD(insecure_no_auth), NULL, NULL,
      .doc = "replicate with any peer that connects, unauthenticated (unsafe)"},
     {"transport", CONF_ENUM, 0, 0, 0, VFIELD(transport), NULL, NULL,
-     .doc = "how the volume's replication link is carried: plain TCP or TLS 1.3",
+     .doc = "how the volume's replication link is carried: plain TCP, TLS 1.3, RDMA, or RDMA "
+            "with TCP while RDMA has no path",
      .names = transport_names},
     {"tls-ca-file", CONF_PATH, 0, 0, 0, VFIELD(tls_ca_file), NULL, NULL,
      .doc = "the CA certificates the peer's TLS certificate must chain to"},

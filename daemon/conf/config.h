@@ -111,6 +111,9 @@ enum hak_transport {
 	HAK_TRANSPORT_TCP,
 	HAK_TRANSPORT_TLS,  /* TLS 1.3: certificates (tls-ca-file...) or a key (tls-psk-file) */
 	HAK_TRANSPORT_RDMA, /* reliable-connected queue pairs through rdma_cm (transport/rdma.h) */
+	/* "rdma,tcp": RDMA, over TCP while RDMA has no path, and back onto RDMA in place once it
+	 * has one (repl/tswitch.h). A build without RDMA replicates over TCP only. */
+	HAK_TRANSPORT_RDMA_TCP,
 };
 
 /*
@@ -212,7 +215,7 @@ struct hak_volume_cfg {
 	                       * may replicate; default the cluster's; required with nodes
 	                       * unless "insecure-no-auth" */
 	int insecure_no_auth; /* "insecure-no-auth" (default no): any peer may connect */
-	enum hak_transport transport; /* "transport" tcp|tls (default tcp) */
+	enum hak_transport transport; /* "transport" tcp|tls|rdma|rdma,tcp (default tcp) */
 	char *tls_ca_file;   /* "tls-ca-file": the CA the peer's certificate must chain to */
 	char *tls_cert_file; /* "tls-cert-file": this node's certificate (PEM) */
 	char *tls_key_file;  /* "tls-key-file": its private key */

@@ -22,6 +22,7 @@
 #include "lib/testhook.h"
 #include "meta/bitmap.h"
 #include "repl_int.h"
+#include "tswitch.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -70,8 +71,7 @@ static void apply_release(struct repl *r, struct apply *a)
 	a->frame_len = 0;
 	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
 	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
-		r->data_paused = false;
-		tstream_pause(r->data, false);
+		tswitch_data_pause(r, false);
 	}
 }
 
@@ -342,8 +342,7 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	else
 		apply_start(r, a);
 	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
-		r->data_paused = true;
-		tstream_pause(r->data, true);
+		tswitch_data_pause(r, true);
 	}
 }
 

@@ -37,6 +37,7 @@
 #include "splitbrain.h"
 #include "transport/peerauth.h"
 #include "transport/tls.h"
+#include "tswitch.h"
 #include "verify.h"
 #include "volume/volume.h"
 
@@ -156,7 +157,7 @@ int repl_write_sb(struct repl *r)
 static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents);
 static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h, uint8_t *payload);
 static void stream_error(void *ctx, struct tstream *s, const char *why);
-static const struct tstream_ops stream_ops = {stream_frame, stream_error};
+const struct tstream_ops repl_stream_ops = {stream_frame, stream_error};
 
 static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 {
@@ -190,7 +191,7 @@ static void hello_fill(struct repl *r, struct wire_hello *h, uint8_t stream)
 	h->promoted_ms = r->promoted_ms;
 }
 
-static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
+void repl_send_hello(struct repl *r, struct tstream *s, uint8_t stream, uint16_t flags)
 {
 	struct wire_hello h;
 	struct outq_item *it = calloc(1, sizeof(*it));
@@ -202,13 +203,14 @@ static void send_hello(struct repl *r, struct tstream *s, uint8_t stream)
 	}
 	hello_fill(r, &h, stream);
 	wire_hello_encode(buf, &h);
-	wire_hdr_encode(it->hdr, WIRE_HELLO, 0, WIRE_HELLO_SIZE);
+	wire_hdr_encode(it->hdr, WIRE_HELLO, flags, WIRE_HELLO_SIZE);
 	it->hdr_len = WIRE_HDR_SIZE;
 	it->data = buf;
 	it->data_len = WIRE_HELLO_SIZE;
 	it->sent = outq_free_item_and_data;
 	tstream_send(s, it);
-	r->hello_sent[stream - 1] = true;
+	if (!flags)
+		r->hello_sent[stream - 1] = true;
 }
 
 static bool all_streams_ready(const struct repl *r)
@@ -395,6 +397,8 @@ static void handshake_complete(struct repl *r)
 		break;
 	}
 	r->connected = true;
+	r->connections++;
+	tswitch_connected(r);
 	if (r->mode == MODE_ASYNC) {
 		/* Nobody waits for async data or its acks: both may leave in batches. */
 		tstream_set_lazy(r->data, ASYNC_DATA_DELAY, ASYNC_DATA_BYTES);
@@ -496,6 +500,10 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 	int pi = pending_find(r, s);
 	bool bad = rc < 0 || hello_check(r, &hello, why, sizeof(why)) < 0;
 	buf_put(payload, h->len);
+	if ((h->flags & WIRE_F_SWITCH) || tswitch_is_new(r, s)) {
+		tswitch_hello(r, s, h->flags, &hello, bad ? why : NULL, pi);
+		return;
+	}
 	if (bad && pi >= 0 && r->connected) {
 		/* Whoever that is, it is not the peer this node is connected to: only its own
 		 * stream goes. */
@@ -538,7 +546,7 @@ static void hello_frame(struct repl *r, struct tstream *s, const struct wire_hdr
 			r->data = s;
 		else
 			r->meta_s = s;
-		send_hello(r, s, hello.stream);
+		repl_send_hello(r, s, hello.stream, 0);
 	} else if ((s == r->data) != (idx == 0)) {
 		repl_refuse(r, false, "the peer sent a %s HELLO on the %s stream.",
 		            idx == 0 ? "data" : "meta", s == r->data ? "data" : "meta");
@@ -582,7 +590,7 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		              r->pending_from[pi], (unsigned)h->type);
 		return;
 	}
-	if (!r->connected || (s != r->data && s != r->meta_s)) {
+	if (!r->connected || (s != r->data && s != r->meta_s && !tswitch_draining(r, s))) {
 		buf_put(payload, h->len);
 		repl_drop_connection(r, "the peer sent a frame before the handshake finished");
 		return;
@@ -651,6 +659,10 @@ static void stream_frame(void *ctx, struct tstream *s, const struct wire_hdr *h,
 		return;
 	case WIRE_READ_REPLY:
 		diskless_read_reply(r, h, payload);
+		return;
+	case WIRE_SWITCH:
+		buf_put(payload, h->len);
+		tswitch_marker(r, s);
 		return;
 	default:
 		buf_put(payload, h->len);
@@ -750,7 +762,7 @@ static void stream_error(void *ctx, struct tstream *s, const char *why)
 			return;
 		}
 	}
-	if (verdict_on_close(r))
+	if (tswitch_error(r, s, why) || verdict_on_close(r))
 		return;
 	repl_drop_connection(r, why);
 }
@@ -767,6 +779,7 @@ void repl_drop_connection(struct repl *r, const char *why)
 		tconnect_cancel(r->connecting[i]);
 		r->connecting[i] = NULL;
 	}
+	tswitch_drop(r);
 	if (!r->data && !r->meta_s && !was)
 		return;
 	bool handshaking = !was && (r->hello_rcvd[0] || r->hello_rcvd[1]);
@@ -830,42 +843,55 @@ bool repl_range_dirty(const struct bitmap *bm, uint64_t off, uint64_t len)
 	return bitmap_find_next_set_before(bm, off / bs, last + 1) <= last;
 }
 
+static void connect_over(struct repl *r);
+
 static void connect_done(void *ctx, struct tconnect *c, struct tstream *s, int err)
 {
 	struct repl *r = ctx;
 	int idx = c == r->connecting[0] ? 0 : 1;
 	r->connecting[idx] = NULL;
 	if (err) {
-		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s failed: %s.", r->p.peer->name,
-		         r->p.peer->address, strerror(err));
+		repl_log(r, LOG_LVL_DEBUG, "Connecting to %s at %s over %s failed: %s.",
+		         r->p.peer->name, r->p.peer->address, r->conn_t->name, strerror(err));
 		repl_drop_connection(r, NULL);
+		if (tswitch_fall_back(r, err))
+			connect_over(r); /* the same attempt, over the fallback */
 		return;
 	}
 	if (idx == 0)
 		r->data = s;
 	else
 		r->meta_s = s;
-	send_hello(r, s, (uint8_t)(idx + 1));
+	repl_send_hello(r, s, (uint8_t)(idx + 1), 0);
 }
 
 static void start_connect(struct repl *r)
 {
 	r->handshake_start = ev_now(r->p.loop);
+	r->conn_t = r->p.transport;
+	connect_over(r);
+}
+
+static void connect_over(struct repl *r)
+{
 	struct tconnect_params cp = {.loop = r->p.loop,
 	                             .auth = r->auth,
 	                             .addr = r->p.peer->address,
 	                             .port_offset = r->p.vcfg->port_offset,
 	                             .bind_host = r->p.self->host,
-	                             .ops = &stream_ops,
+	                             .ops = &repl_stream_ops,
 	                             .ctx = r,
 	                             .done = connect_done,
 	                             .topts = r->p.topts};
 	for (int i = 0; i < 2; i++) {
-		if (tconnect_start(r->p.transport, &cp, &r->connecting[i]) < 0) {
+		if (tconnect_start(r->conn_t, &cp, &r->connecting[i]) < 0) {
+			int err = errno;
 			r->connecting[i] = NULL;
-			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s: %s.", r->p.peer->address,
-			         strerror(errno));
+			repl_log(r, LOG_LVL_DEBUG, "Cannot connect to %s over %s: %s.",
+			         r->p.peer->address, r->conn_t->name, strerror(err));
 			repl_drop_connection(r, NULL);
+			if (tswitch_fall_back(r, err))
+				connect_over(r);
 			return;
 		}
 	}
@@ -877,12 +903,20 @@ static void conn_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 	(void)loop;
 	(void)revents;
 	pending_expire(r);
+	tswitch_tick(r);
 	if (!r->want_connect || r->connected)
 		return;
 	if (r->data || r->meta_s || r->connecting[0] || r->connecting[1]) {
-		/* A handshake that does not finish within a few intervals is abandoned. */
-		if (ev_now(loop) - r->handshake_start > handshake_limit(r))
-			repl_drop_connection(r, "the handshake did not finish");
+		/* A handshake that does not finish within a few intervals is abandoned; a connect
+		 * over RDMA that hangs there falls back like one that failed. */
+		bool hung = r->connecting[0] || r->connecting[1];
+		if (ev_now(loop) - r->handshake_start <= handshake_limit(r))
+			return;
+		repl_drop_connection(r, "the handshake did not finish");
+		if (hung && r->initiator && tswitch_fall_back(r, ETIMEDOUT)) {
+			r->handshake_start = ev_now(loop);
+			connect_over(r);
+		}
 		return;
 	}
 	if (r->initiator)
@@ -925,11 +959,17 @@ static void ping_timer_cb(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct repl *r = w->data;
 	uint8_t id[8] = {0};
+	double gap = ev_now(loop) - r->ping_tick;
 	(void)revents;
+	r->ping_tick = ev_now(loop);
 	fence_tick(r);
 	if (!r->connected || !r->meta_s)
 		return;
-	if (tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
+	/* After a stall of this loop (a blocking library call: librdmacm's first one once an RDMA
+	 * device appeared took 2 s in a TCG guest) the timers run before the sockets are read:
+	 * the peer's answers wait unread, and its silence would be ours. */
+	bool stalled = gap > 2 * r->p.vcfg->ping_interval;
+	if (!stalled && tstream_idle(r->meta_s) > r->p.vcfg->ping_timeout) {
 		char why[96];
 		snprintf(why, sizeof(why), "no answer from the peer for %.1f s",
 		         tstream_idle(r->meta_s));
@@ -1291,16 +1331,8 @@ static int repl_transport_open(struct repl *r, char *err, size_t errlen)
 {
 	const struct hak_volume_cfg *vc = r->p.vcfg;
 	char terr[512];
-	if (vc->transport != HAK_TRANSPORT_TLS) {
-		const char *name = vc->transport == HAK_TRANSPORT_RDMA ? "rdma" : "tcp";
-		r->p.transport = transport_find(name);
-		if (!r->p.transport) {
-			snprintf(err, errlen, "Volume %s: this build has no %s transport.", r->name,
-			         name);
-			return -1;
-		}
-		return 0;
-	}
+	if (vc->transport != HAK_TRANSPORT_TLS)
+		return tswitch_configure(r, err, errlen);
 	struct tls_params tp = {.ca_file = vc->tls_ca_file,
 	                        .cert_file = vc->tls_cert_file,
 	                        .key_file = vc->tls_key_file,
@@ -1312,7 +1344,7 @@ static int repl_transport_open(struct repl *r, char *err, size_t errlen)
 		snprintf(err, errlen, "Volume %s: %s", r->name, terr);
 		return -1;
 	}
-	r->p.transport = &transport_tls;
+	r->p.transport = r->conn_t = &transport_tls;
 	r->p.topts = r->tls;
 	return 0;
 }
@@ -1330,6 +1362,9 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 	if (!r->p.transport && repl_transport_open(r, err, errlen) < 0)
 		goto fail;
 	r->initiator = strcmp(p->self->name, p->peer->name) < 0;
+	if (!r->conn_t)
+		r->conn_t = r->p.transport; /* given by the caller (the unit tests) */
+	tswitch_init(r);
 	/* Every part of replication registers its hooks: their order is fixed by the CONN_LOST_*
 	 * and RANGE_FREE_* constants (repl_int.h), not by the order of these calls. */
 	ship_init(r);
@@ -1378,11 +1413,13 @@ int repl_create(const struct repl_params *p, struct repl **out, char *err, size_
 		                            .auth = r->auth,
 		                            .addr = p->self->address,
 		                            .port_offset = p->vcfg->port_offset,
-		                            .ops = &stream_ops,
+		                            .ops = &repl_stream_ops,
 		                            .ctx = r,
 		                            .accepted = accepted,
 		                            .topts = r->p.topts};
-		if (tlistener_open(r->p.transport, &lp, &r->listener) < 0) {
+		int rc = r->fallback ? tswitch_listen(r, &lp)
+		                     : tlistener_open(r->p.transport, &lp, &r->listener);
+		if (rc < 0) {
 			r->listener = NULL;
 			snprintf(err, errlen, "Volume %s cannot listen on %s (+%u): %s.", r->name,
 			         p->self->address, p->vcfg->port_offset, strerror(errno));
@@ -1416,6 +1453,7 @@ fail:
 	if (r->meta)
 		meta_close(r->meta);
 	tlistener_close(r->listener);
+	tswitch_unlisten(r);
 	tls_ctx_free(r->tls);
 	verify_destroy(r);
 	tlog_destroy(&r->tl);
@@ -1444,6 +1482,7 @@ void repl_shutdown(struct repl *r)
 	ev_timer_stop(r->p.loop, &r->epoch_timer);
 	tlistener_close(r->listener);
 	r->listener = NULL;
+	tswitch_unlisten(r);
 }
 
 void repl_destroy(struct repl *r)

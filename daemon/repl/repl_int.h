@@ -216,6 +216,9 @@ struct repl {
 	char last_refusal[512];
 	bool initiator;
 	struct tlistener *listener; /* the acceptor's; NULL on the connecting side */
+	/* transport rdma,tcp, the acceptor: the TCP listener beside r->listener (RDMA), which is
+	 * NULL while RDMA cannot listen (tswitch_tick retries). */
+	struct tlistener *listener_fb;
 	/* Peer authentication of every connection, both sides (transport/peerauth.h); NULL with
 	 * insecure-no-auth. The pending slots below then hold only authenticated streams. */
 	struct tauth *auth;
@@ -244,18 +247,43 @@ struct repl {
 	enum repl_role peer_role;
 	enum repl_disk peer_disk;
 	bool connected;
-	uint64_t conn_seq; /* counts dropped connections */
+	uint64_t conn_seq;    /* counts dropped connections */
+	uint64_t connections; /* counts connections that completed their handshake */
 	double handshake_start;
 	double reject_logged_at; /* rate limit for bad incoming connections: the window's start */
 	unsigned reject_logged;  /* ... lines logged in it */
 	unsigned reject_suppressed;
 	double ping_rtt;
 	double ping_sent;
+	double ping_tick;      /* ev_now of the ping timer's last run */
 	uint64_t promoted_ms;  /* wall clock of the last promotion (not persisted) */
 	bool lost_established; /* on_conn_lost runs for a connection past its handshake */
 	bool stopping;         /* repl_shutdown: a lost connection is no reason to fence */
 	/* Who else must act when the connection drops, or a range is free (the orders above). */
 	struct hooks on_conn_lost, on_write_done, on_apply_done;
+
+	/* ---- tswitch.c: transport rdma,tcp, the fallback and the move back in place ---- */
+	/* TCP for rdma,tcp in a build with RDMA (r->p.transport is then RDMA); NULL otherwise. */
+	const struct transport_ops *fallback;
+	const struct transport_ops *conn_t; /* of the connection, or of the attempt in progress */
+	bool fb_announced;                  /* the log last said: replicating over the fallback */
+	bool fb_listen_said;                /* the acceptor logged that RDMA cannot listen */
+	bool sw_fail_said;                  /* a failed move was logged on this connection */
+	double sw_deadline; /* ev_now by which the move in progress must have its streams */
+	struct tlisten_params sw_lp; /* the acceptor's, for the RDMA listener's retries */
+	double listen_next;          /* ev_now of the RDMA listener's next try */
+	ev_timer sw_timer;           /* closes the old streams once both markers passed */
+	double sw_next;    /* ev_now of the next RDMA try while connected over the fallback */
+	uint64_t switches; /* connections moved onto RDMA in place */
+	/* Before the move: the new streams (data, meta), their connects, their HELLOs. */
+	struct tconnect *sw_connecting[2];
+	struct tstream *sw_new[2];
+	bool sw_hello_sent[2], sw_hello_rcvd[2];
+	/* After it: the old streams, read until the peer's SWITCH marker (sw_marker_rcvd) and
+	 * closed once ours is written too (sw_marker_sent). */
+	struct tstream *sw_old[2];
+	bool sw_marker_rcvd[2], sw_marker_sent[2];
+	struct outq_item sw_marker[2];
 
 	/* ---- ship.c: the primary's send side ---- */
 	struct pend pend[PEND_SLOTS];
@@ -376,6 +404,11 @@ int repl_write_sb(struct repl *r);
  * on_conn_lost hooks. */
 void repl_drop_connection(struct repl *r, const char *why);
 void repl_send_state(struct repl *r);
+/* Our HELLO for stream (WIRE_STREAM_*) on s; flags 0 starts a connection, WIRE_F_SWITCH joins
+ * new streams to the one up (tswitch.h). */
+void repl_send_hello(struct repl *r, struct tstream *s, uint8_t stream, uint16_t flags);
+/* What every replication stream's owner hears (repl.c), and where a connect lands. */
+extern const struct tstream_ops repl_stream_ops;
 struct gen_ids repl_gen_local(const struct repl *r);
 /* Into the superblock in memory (repl_write_sb persists it). */
 void repl_gen_store(struct repl *r, const struct gen_ids *g);

@@ -15,6 +15,7 @@
 #include "ship.h"
 #include "transport/peerauth.h"
 #include "transport/tls.h"
+#include "tswitch.h"
 #include "verify.h"
 
 enum repl_disk repl_disk_state(const struct repl *r)
@@ -32,12 +33,13 @@ bool repl_peer_serves(const struct repl *r)
 	return r->connected && r->peer_disk == DISK_UPTODATE && r->link == LINK_CONNECTED;
 }
 
-/* The link's transport, and for TLS whether the kernel does the records and the cipher. */
+/* The link's transport (the connection's, the configured one, moves onto RDMA), and for TLS whether
+ * the kernel does the records and the cipher. */
 static void repl_status_transport(const struct repl *r, json_t *o)
 {
 	bool tx, rx;
 	const char *cipher;
-	json_object_set_new(o, "transport", json_string(r->p.transport->name));
+	tswitch_status(r, o);
 	if (r->data && tls_stream_info(r->data, &tx, &rx, &cipher) == 0)
 		json_object_set_new(o, "tls",
 		                    json_pack("{s:b, s:b, s:b, s:s}", "ktls", tx && rx, "ktls_tx",

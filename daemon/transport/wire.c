@@ -12,7 +12,7 @@ static const struct {
 	uint32_t min, max;
 	uint16_t flags;
 } types[WIRE_TYPE_MAX + 1] = {
-    [WIRE_HELLO] = {"HELLO", WIRE_HELLO_SIZE, WIRE_HELLO_SIZE, 0},
+    [WIRE_HELLO] = {"HELLO", WIRE_HELLO_SIZE, WIRE_HELLO_SIZE, WIRE_F_SWITCH},
     [WIRE_DATA] = {"DATA", WIRE_IO_SIZE + 1, WIRE_MAX_PAYLOAD,
                    WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_CRC},
     [WIRE_TRIM] = {"TRIM", WIRE_IO_SIZE, WIRE_IO_SIZE, WIRE_F_FUA | WIRE_F_RECV_ACK},
@@ -41,6 +41,7 @@ static const struct {
     [WIRE_RS_PAUSE] = {"RS_PAUSE", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
     [WIRE_AUTH_CHALLENGE] = {"AUTH_CHALLENGE", WIRE_AUTH_CHAL_SIZE, WIRE_AUTH_CHAL_SIZE, 0},
     [WIRE_AUTH_RESPONSE] = {"AUTH_RESPONSE", WIRE_AUTH_MAC_SIZE, WIRE_AUTH_MAC_SIZE, 0},
+    [WIRE_SWITCH] = {"SWITCH", WIRE_ID_SIZE, WIRE_ID_SIZE, 0},
 };
 
 const char *wire_type_name(uint16_t type)

@@ -56,7 +56,10 @@ enum wire_type {
 	/* Peer authentication, before HELLO (daemon/transport/peerauth.h): */
 	WIRE_AUTH_CHALLENGE = 26, /* u8 version, u8 role (0 connector, 1 acceptor), u16 0, nonce */
 	WIRE_AUTH_RESPONSE = 27,  /* HMAC-SHA-256 over both nonces, the names and the volume */
-	WIRE_TYPE_MAX = 27,
+	/* Both streams: the sender's last frame on this stream of a connection moving onto new
+	 * streams (HELLO with WIRE_F_SWITCH); u64 the sender's count of such moves. */
+	WIRE_SWITCH = 28,
+	WIRE_TYPE_MAX = 28,
 };
 
 /* Flags of DATA / TRIM / ZERO / RS_DATA. */
@@ -68,6 +71,9 @@ enum wire_type {
  */
 #define WIRE_F_CRC   (1u << 4)
 #define WIRE_F_KNOWN (WIRE_F_FUA | WIRE_F_RECV_ACK | WIRE_F_NO_HOLE | WIRE_F_HOLE | WIRE_F_CRC)
+/* HELLO: this stream joins the connection already up (transport rdma,tcp moving it from TCP onto
+ * RDMA in place), it does not start one; the generation fields are not looked at. */
+#define WIRE_F_SWITCH (1u << 5)
 
 /* Roles and disk states as they travel. */
 enum wire_role { WIRE_ROLE_SECONDARY = 0, WIRE_ROLE_PRIMARY = 1 };

@@ -9,6 +9,7 @@
 #                            PAIR_EXTRA="key value" adds a line to the volume block.
 #                            PAIR_GLOBAL="key value" adds a line to the global block.
 #                            PAIR_NO_START=1 leaves both hakd stopped (node_start them later).
+#                            PAIR_PING_TIMEOUT=DURATION instead of 1s (volume db).
 #                            Both nodes share the replication key WORK/repl.key;
 #                            PAIR_AUTH=none configures insecure-no-auth instead.
 #                            PAIR_VOL2=NAME adds a second volume NAME (same mode and size,
@@ -18,7 +19,10 @@
 #                            mallory of the same CA and an impostor-alpha of another);
 #                            PAIR_TRANSPORT=tls-psk with the pre-shared key WORK/tls/psk.
 #                            PAIR_TRANSPORT=rdma over Soft-RoCE (rdma_rxe, so in tests/guest):
-#                            see _pair_one_ns_setup.
+#                            see _pair_one_ns_setup. PAIR_TRANSPORT=rdma,tcp: RDMA with TCP as
+#                            the fallback; in tests/guest with PAIR_ONE_NS=1 (rdma_rxe loaded),
+#                            and PAIR_RDMA_LATER=1 leaves the rxe device out (rdma_dev_add adds
+#                            it later; the pair's cleanup deletes it).
 # node_start NAME / node_stop NAME / node_kill9 NAME / node_alive NAME
 # hk NAME ARGS...            hakctl against NAME's control socket
 # repl NAME FIELD            a field of NAME's replication status (jq path below .replication)
@@ -59,7 +63,7 @@ volume db {
     meta-disk $WORK/$n.meta
     mode $PAIR_MODE
     ping-interval 200ms
-    ping-timeout 1s
+    ping-timeout ${PAIR_PING_TIMEOUT:-1s}
     connect-interval 200ms
     $(_pair_auth)
     ${PAIR_EXTRA:-}
@@ -88,7 +92,8 @@ _pair_tls() {
 		;;
 	tls-psk) printf '    transport tls\n    tls-psk-file %s\n' "$WORK/tls/psk" ;;
 	rdma) printf '    transport rdma\n' ;;
-	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls, tls-psk or rdma" ;;
+	rdma,tcp) printf '    transport rdma,tcp\n' ;;
+	*) fail "PAIR_TRANSPORT is '$PAIR_TRANSPORT'; use tcp, tls, tls-psk, rdma or rdma,tcp" ;;
 	esac
 }
 
@@ -152,7 +157,7 @@ pair_setup() {
 # PAIR_ONE_NS=1 gives a TCP pair the same layout (its packets then loop through lo), for
 # comparing the two transports.
 _pair_one_ns_setup() {
-	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma* ]]; then
 		modprobe rdma_rxe || fail "modprobe rdma_rxe failed: this kernel has no Soft-RoCE"
 		require_cmd rdma
 	fi
@@ -162,8 +167,8 @@ _pair_one_ns_setup() {
 	ip addr add 192.0.2.2/25 dev "ha1-$PAIR_SID"
 	ip link set "ha1-$PAIR_SID" up
 	ip link set "hb1-$PAIR_SID" up
-	if [[ ${PAIR_TRANSPORT:-tcp} == rdma ]]; then
-		rdma_dev_add
+	if [[ ${PAIR_TRANSPORT:-tcp} == rdma* ]]; then
+		[[ -n ${PAIR_RDMA_LATER:-} ]] || rdma_dev_add
 		defer "rdma link delete rxe-$PAIR_SID 2>/dev/null || true"
 	fi
 	PAIR_NO_NETNS=1 # for node_start

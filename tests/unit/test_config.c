@@ -179,6 +179,17 @@ START_TEST(test_transport_tls)
 }
 END_TEST
 
+/* The fallback pair is one word, and a build without RDMA accepts it too (it then replicates
+ * over TCP, repl.c says so once); plain rdma stays refused there (test_config_errors.c). */
+START_TEST(test_transport_rdma_tcp)
+{
+	struct hak_config *cfg =
+	    parse_ok("volume f {\n\tbacking /f\n\tnbd-socket /f.nbd\n\ttransport rdma,tcp\n}\n");
+	ck_assert_int_eq(cfg->volumes[0].transport, HAK_TRANSPORT_RDMA_TCP);
+	config_free(cfg);
+}
+END_TEST
+
 /* The replication settings of a volume that sets none of them. */
 static void assert_repl_defaults(const struct hak_volume_cfg *v, const char *meta_path)
 {
@@ -903,6 +914,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, test_example_file);
 	tcase_add_test(tc, test_all_keys);
 	tcase_add_test(tc, test_transport_tls);
+	tcase_add_test(tc, test_transport_rdma_tcp);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_lenient_syntax);
 	tcase_add_test(tc, test_repl_nodes);

@@ -393,6 +393,11 @@ static const struct bad_case bad_cases[] = {
     {VOL "\ttransport tls\n\ttls-psk-file /k\n\ttls-ca-file /ca\n}\n", 6, 14, "not both"},
     {VOL "\ttransport tls\n\ttls-psk-file /k\n\ttls-peer-name b\n}\n", 6, 16, "not both"},
     {VOL "\ttransport ssl\n}\n", 4, 12, "tcp, tls"},
+    /* only RDMA with TCP as its fallback: nothing falls back to RDMA, and tls has no fallback */
+    {VOL "\ttransport tcp,rdma\n}\n", 4, 12, "tls, rdma, rdma,tcp"},
+    {VOL "\ttransport rdma,tls\n}\n", 4, 12, "choose one of"},
+    {VOL "\ttransport rdma,tcp\n\ttls-psk-file /k\n}\n", 5, 15,
+     "has tls-psk-file but its transport is rdma,tcp"},
     {VOL "\tdescription \"a\\\x02\"\n}\n", 4, 17, "Control character 0x02"},
     {VOL, 1, 1, "Unbalanced braces: this 'volume' section is never closed"},
     {VOL "}\n}\n", 5, 1, "Unbalanced braces: '}' without a matching '{'"},

@@ -192,6 +192,34 @@ START_TEST(crc_frames)
 }
 END_TEST
 
+/* transport rdma,tcp moving a connection: only a HELLO may join it (WIRE_F_SWITCH), and the SWITCH
+ * marker carries exactly a u64. */
+START_TEST(switch_frames)
+{
+	uint8_t b[WIRE_HDR_SIZE];
+	struct wire_hdr h;
+	wire_hdr_encode(b, WIRE_HELLO, WIRE_F_SWITCH, WIRE_HELLO_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), 0);
+	ck_assert_uint_eq(h.flags, WIRE_F_SWITCH);
+	wire_hdr_encode(b, WIRE_HELLO, WIRE_F_SWITCH | WIRE_F_FUA, WIRE_HELLO_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "HELLO frame with unknown flags"));
+	wire_hdr_encode(b, WIRE_DATA, WIRE_F_SWITCH, WIRE_IO_SIZE + 512);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	wire_hdr_encode(b, WIRE_SWITCH, 0, WIRE_ID_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), 0);
+	ck_assert_str_eq(wire_type_name(WIRE_SWITCH), "SWITCH");
+	wire_hdr_encode(b, WIRE_SWITCH, 0, 0);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "SWITCH frame payload of 0 bytes (allowed 8..8)"));
+	wire_hdr_encode(b, WIRE_SWITCH, WIRE_F_SWITCH, WIRE_ID_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	wire_hdr_encode(b, WIRE_SWITCH + 1, 0, WIRE_ID_SIZE);
+	ck_assert_int_eq(wire_hdr_decode(b, &h, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "unknown frame type 29"));
+}
+END_TEST
+
 START_TEST(read_forward_frames)
 {
 	uint8_t b[WIRE_HDR_SIZE + WIRE_IO_SIZE];
@@ -274,6 +302,7 @@ int main(void)
 	tcase_add_test(t, io_ranges);
 	tcase_add_test(t, crc_frames);
 	tcase_add_test(t, read_forward_frames);
+	tcase_add_test(t, switch_frames);
 	suite_add_tcase(s, t);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
