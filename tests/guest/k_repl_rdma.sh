@@ -19,40 +19,15 @@
 . "$(dirname "$0")/../integration/pair.sh"
 require_hakd
 require_cmd sha256sum jq rdma
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
-
-# field_before TEXT WORD: the number in front of WORD in a hak-ledger summary line.
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
-# verify_clean LEDGER SOURCE_ARGS...: 0 missing, 0 corrupt.
-verify_clean() {
-	local l=$1 out rc=0 line
-	shift
-	out=$("$LEDGER" verify --ledger "$l" "$@" 2>&1) || rc=$?
-	line=$(grep '^verify:' <<<"$out" | tail -n 1) || true
-	if ((rc != 0)) || [[ -z $line ]]; then
-		fail "ledger verify ($*) exited $rc: $(tail -n 5 <<<"$out")"
-	fi
-	assert_eq "$(field_before "$line" missing)" 0 "missing blocks ($*)"
-	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks ($*)"
-	log "verify $(basename "$l") on $*: ${line#verify: }"
-}
-
-rc_qps() {
-	rdma resource show qp 2>/dev/null | grep -c 'type RC' || true
-}
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/../integration/ledger.sh"
 
 PAIR_TRANSPORT=rdma PAIR_BLANK=1 pair_setup sync 64M
 HAKD_LOGS[alpha]=$WORK/alpha.log
 HAKD_LOGS[beta]=$WORK/beta.log
 wait_synced 60
 # 2 streams (data, meta) per node, each its own RC queue pair.
-qps=$(rc_qps)
+qps=$(rdma_rc_qps)
 ((qps >= 4)) || fail "$qps RC queue pairs with the pair connected, want 4: $(rdma resource show qp)"
 log "connected over RDMA: $qps RC queue pairs"
 
@@ -80,7 +55,7 @@ wait_for "[[ \$(repl beta link) != Connected ]]" 10 ||
 	fail "beta still believes it is connected to the killed alpha"
 assert_eq "$(repl beta disk)" UpToDate "disk of the survivor beta"
 out=$(hk beta primary db 2>&1) || fail "promoting beta without --force failed: $out"
-verify_clean "$WORK/l1" --uri "$(node_uri beta)"
+ledger_verify "$WORK/l1" --uri "$(node_uri beta)"
 
 # ---- 3. alpha back as secondary, resynced over RDMA -----------------------------------------
 node_start alpha
@@ -117,7 +92,7 @@ assert_eq "$(field_before "$sum" failed)" 0 "failed writes across the link cut (
 log "storm across the cut: $sum"
 wait_synced 120
 log "reconnected over RDMA and resynced"
-((qps = $(rc_qps), qps >= 4)) || fail "$qps RC queue pairs after the reconnect, want 4"
+((qps = $(rdma_rc_qps), qps >= 4)) || fail "$qps RC queue pairs after the reconnect, want 4"
 
 # ---- 5. quiesce and compare -----------------------------------------------------------------
 hk beta secondary db >/dev/null || fail "demoting beta failed"
@@ -126,7 +101,7 @@ node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing alpha)")" "$(sha256sum <"$(backing beta)")" "the two copies"
 for f in alpha beta; do
-	verify_clean "$WORK/l1" --file "$(backing $f)"
-	verify_clean "$WORK/l2" --file "$(backing $f)"
+	ledger_verify "$WORK/l1" --file "$(backing $f)"
+	ledger_verify "$WORK/l2" --file "$(backing $f)"
 done
 log "PASS: sync pair over RDMA: kill -9 and promotion with 0 acknowledged writes missing, resync, a frozen peer cut off and back with resync; copies identical"

@@ -27,29 +27,9 @@
 . "$(dirname "$0")/../integration/pair.sh"
 require_hakd
 require_cmd sha256sum jq rdma
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/../integration/ledger.sh"
 
-# field_before TEXT WORD: the number in front of WORD in a hak-ledger summary line.
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
-# verify_clean FILE [LEDGER]
-verify_clean() {
-	local out line
-	out=$("$LEDGER" verify --ledger "${2:-$WORK/l}" --file "$1" 2>&1) || fail "ledger verify on $1: $out"
-	line=$(grep '^verify:' <<<"$out" | tail -n 1) || fail "no verify summary: $out"
-	assert_eq "$(field_before "$line" missing)" 0 "missing blocks on $1"
-	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks on $1"
-	log "verify on $1: ${line#verify: }"
-}
-
-rc_qps() {
-	rdma resource show qp 2>/dev/null | grep -c 'type RC' || true
-}
 
 PAIR_PING_TIMEOUT=5s PAIR_LOG_LEVEL=debug PAIR_TRANSPORT=rdma,tcp PAIR_ONE_NS=1 PAIR_RDMA_LATER=1 \
 	PAIR_BLANK=1 pair_setup sync 64M
@@ -60,7 +40,7 @@ for n in alpha beta; do
 	assert_eq "$(repl $n transport)" tcp "$n's transport before the rxe device exists"
 	assert_eq "$(repl $n transport_retrying)" true "$n retrying RDMA"
 done
-assert_eq "$(rc_qps)" 0 "RC queue pairs without an rxe device"
+assert_eq "$(rdma_rc_qps)" 0 "RC queue pairs without an rxe device"
 log "connected over TCP: $(hk alpha status | grep 'link Connected over')"
 
 hk alpha primary db >/dev/null || fail "promoting alpha failed"
@@ -85,7 +65,7 @@ log "alpha moved onto RDMA ${ms_log} ms after 'rdma link add' began (its log); t
 # Where the time went: the RDMA tries and the move, as each node logged them.
 grep -h 'RDMA\|move\|TIMING' "$WORK/alpha.log" "$WORK/beta.log" | grep -v 'No RDMA path' | tail -n 40 | sed 's/^/    /'
 pid_alive "$W" || fail "the storm ended before the move: $(cat "$WORK/w.out" "$WORK/w.err")"
-wait_for "(( \$(rc_qps) == 4 ))" 10 || fail "$(rc_qps) RC queue pairs after the move, want 4: $(rdma resource show qp)"
+wait_for "(( \$(rdma_rc_qps) == 4 ))" 10 || fail "$(rdma_rc_qps) RC queue pairs after the move, want 4: $(rdma resource show qp)"
 for n in alpha beta; do
 	assert_eq "$(repl $n transport_switches)" 1 "in-place moves on $n"
 	assert_eq "$(repl $n connections)" 1 "connections of $n (a reconnect would count 2)"
@@ -145,7 +125,7 @@ node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing alpha)")" "$(sha256sum <"$(backing beta)")" "the two copies"
 for f in "$(backing alpha)" "$(backing beta)"; do
-	verify_clean "$f"
-	verify_clean "$f" "$WORK/l2"
+	ledger_verify "$WORK/l" --file "$f"
+	ledger_verify "$WORK/l2" --file "$f"
 done
 log "PASS: rdma,tcp: TCP without a device, moved onto RDMA in place ${ms_log} ms after the device came, under a storm with 0 failed writes; one connection; the RDMA path lost: reconnected over TCP and resynced; copies identical"

@@ -15,33 +15,8 @@
 . "$(dirname "$0")/../integration/pair.sh"
 require_hakd
 require_cmd sha256sum jq rdma
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
-
-# field_before TEXT WORD: the number in front of WORD in a hak-ledger summary line.
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
-# verify_clean LEDGER SOURCE_ARGS...: 0 missing, 0 corrupt.
-verify_clean() {
-	local l=$1 out rc=0 line
-	shift
-	out=$("$LEDGER" verify --ledger "$l" "$@" 2>&1) || rc=$?
-	line=$(grep '^verify:' <<<"$out" | tail -n 1) || true
-	if ((rc != 0)) || [[ -z $line ]]; then
-		fail "ledger verify ($*) exited $rc: $(tail -n 5 <<<"$out")"
-	fi
-	assert_eq "$(field_before "$line" missing)" 0 "missing blocks ($*)"
-	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks ($*)"
-	log "verify $(basename "$l") on $*: ${line#verify: }"
-}
-
-rc_qps() {
-	rdma resource show qp 2>/dev/null | grep -c 'type RC' || true
-}
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/../integration/ledger.sh"
 
 ms_since() {
 	echo $((($(date +%s%N) - $1) / 1000000))
@@ -55,7 +30,7 @@ defer "ip link set $NETDEV up 2>/dev/null || true"
 wait_synced 60
 hk alpha primary db >/dev/null || fail "promoting alpha failed"
 wait_repl beta peer_role primary 10
-qps=$(rc_qps)
+qps=$(rdma_rc_qps)
 ((qps >= 4)) || fail "$qps RC queue pairs with the pair connected, want 4"
 
 # ---- 1-2. the storm, the link down under it ---------------------------------------------------
@@ -121,7 +96,7 @@ else
 fi
 wait_synced 120
 log "connected over RDMA and resynced $(repl alpha bytes_resynced) bytes in $(ms_since "$t0") ms"
-((qps = $(rc_qps), qps >= 4)) || fail "$qps RC queue pairs after the reconnect, want 4"
+((qps = $(rdma_rc_qps), qps >= 4)) || fail "$qps RC queue pairs after the reconnect, want 4"
 
 # ---- 4. quiesce and compare -------------------------------------------------------------------
 if [[ $(repl alpha role) == primary ]]; then
@@ -132,6 +107,6 @@ node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing alpha)")" "$(sha256sum <"$(backing beta)")" "the two copies"
 for f in alpha beta; do
-	verify_clean "$WORK/l1" --file "$(backing $f)"
+	ledger_verify "$WORK/l1" --file "$(backing $f)"
 done
 log "PASS: RDMA link cut ($NETDEV down) under a storm: dropped ${dt} ms after the cut, $oos bytes tracked, connected again over RDMA and resynced; copies identical, 0 acknowledged writes missing"

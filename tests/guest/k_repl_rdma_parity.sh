@@ -15,8 +15,8 @@
 . "$(dirname "$0")/../integration/pair.sh"
 require_hakd
 require_cmd sha256sum jq rdma nbdcopy qemu-io dd
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built"
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/../integration/ledger.sh"
 
 MiB=$((1024 * 1024))
 BS=4096

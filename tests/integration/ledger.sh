@@ -10,6 +10,8 @@
 #   ledger_stop FILE              stop the storm writing FILE (SIGTERM), log its summary
 #   ledger_clean FILE PATH        every acknowledged write of FILE is in PATH (0 missing, 0
 #                                 corrupt), logged
+#   ledger_verify LEDGER SOURCE_ARGS...   hak-ledger verify (--file PATH or --uri URI) exits 0
+#                                 with 0 missing and 0 corrupt, logged
 #   fence NODE FIELD              a field of NODE's replication.fencing status
 LEDGER=$TOOLS/hak-ledger
 [[ -x $LEDGER ]] || fail "$LEDGER is not built"
@@ -40,6 +42,19 @@ ledger_clean() {
 	log "$(basename "$1") against $(basename "$2"): $(grep '^verify:' <<<"$out")"
 	assert_eq "$rc" 0 "ledger verify of $(basename "$1") ($out)"
 	[[ $out =~ \ 0\ missing ]] || fail "missing writes: $out"
+}
+
+ledger_verify() {
+	local l=$1 out rc=0 line
+	shift
+	out=$("$LEDGER" verify --ledger "$l" "$@" 2>&1) || rc=$?
+	line=$(grep '^verify:' <<<"$out" | tail -n 1) || true
+	if ((rc != 0)) || [[ -z $line ]]; then
+		fail "ledger verify of $(basename "$l") ($*) exited $rc: $(tail -n 5 <<<"$out")"
+	fi
+	assert_eq "$(field_before "$line" missing)" 0 "missing blocks of $(basename "$l") ($*)"
+	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks of $(basename "$l") ($*)"
+	log "verify $(basename "$l") on $*: ${line#verify: }"
 }
 
 fence() { hk "$1" status --json | jq -r ".volumes[0].replication.fencing.$2"; }

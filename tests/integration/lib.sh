@@ -164,6 +164,14 @@ assert_not_contains() {
 	[[ $hay != *"$needle"* ]] || fail "$what contains '$needle': ${hay:0:2000}"
 }
 
+# field_before TEXT WORD: the number in front of WORD in TEXT (a hak-ledger summary line:
+# "ledger: 812 writes acknowledged, 0 failed").
+field_before() {
+	local re="([0-9]+) $2"
+	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
+	echo "${BASH_REMATCH[1]}"
+}
+
 # assert_le A B WHAT: integer A <= B.
 assert_le() {
 	(($1 <= $2)) || fail "$3: $1 is above the limit $2"

@@ -174,6 +174,11 @@ _pair_one_ns_setup() {
 	PAIR_NO_NETNS=1 # for node_start
 }
 
+# rdma_rc_qps: how many RC queue pairs exist (each RDMA stream is one).
+rdma_rc_qps() {
+	rdma resource show qp 2>/dev/null | grep -c 'type RC' || true
+}
+
 # rdma_dev_add: the pair's Soft-RoCE device (PAIR_TRANSPORT=rdma).
 rdma_dev_add() {
 	rdma link add "rxe-$PAIR_SID" type rxe netdev "ha1-$PAIR_SID" ||

@@ -24,12 +24,6 @@ L=$WORK/al.ledger
 SIZE=$((512 << 20))
 COVER=$((64 << 20))
 
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 storm() { # NODE ARGS...: run a hak-ledger writer in the background; sets W
 	local n=$1
 	shift

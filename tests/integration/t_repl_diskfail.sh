@@ -31,12 +31,6 @@ SIZE=$((64 * 1024 * 1024))
 BLOCKS=8192 # 32 MiB of the 64 MiB volume
 L=$WORK/diskfail.ledger
 
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 verify_clean() {
 	local out rc=0 line
 	out=$("$LEDGER" verify --ledger "$L" "$@" 2>&1) || rc=$?

@@ -25,13 +25,6 @@ BLOCKS=${KILL_BLOCKS:-16384}
 L=$WORK/cycles.ledger
 VOL_BYTES=$((128 * 1024 * 1024))
 
-# field_before OUT WORD: the number in front of WORD in a hak-ledger summary line.
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 # verify_clean SOURCE_ARGS...: hak-ledger verify must exit 0 with 0 missing and 0 corrupt.
 # Sets VERIFY_LINE.
 verify_clean() {

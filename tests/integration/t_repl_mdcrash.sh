@@ -28,12 +28,6 @@ CLEAN_EVERY=${MDCRASH_CLEAN_RESTART_EVERY:-3}
 BLOCKS=4096
 L=$WORK/mdcrash.ledger
 
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 # storm_start ARGS...: a background hak-ledger writer on alpha; returns once it writes. Sets W.
 storm_start() {
 	"$LEDGER" write --uri "$(node_uri alpha)" --ledger "$L" --qd 16 --blocks "$BLOCKS" "$@" \

@@ -33,12 +33,6 @@ L=$WORK/powerloss.ledger
 DISK_DIR=$WORK/beta-disk
 DISK_PID=
 
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 # disk_on: beta's volatile-cache disk at $DISK_DIR/disk over beta.img.
 disk_on() {
 	mkdir -p "$DISK_DIR"

@@ -17,12 +17,6 @@ LEDGER=$TOOLS/hak-ledger
 [[ -x $LEDGER ]] || fail "$LEDGER is not built (make BUILD=${HAK_BUILD#"$REPO"/} SAN=1 bins)"
 L=$WORK/pause.ledger
 
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
 # paused_holds WHAT: out-of-sync bytes on beta stay the same over 2 s
 paused_holds() {
 	local a b

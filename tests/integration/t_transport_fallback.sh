@@ -15,23 +15,8 @@
 . "$(dirname "$0")/pair.sh"
 require_hakd
 require_cmd sha256sum jq
-LEDGER=$TOOLS/hak-ledger
-[[ -x $LEDGER ]] || fail "$LEDGER is not built (make BUILD=${HAK_BUILD#"$REPO"/} SAN=1 bins)"
-
-# field_before TEXT WORD: the number in front of WORD in a hak-ledger summary line.
-field_before() {
-	local re="([0-9]+) $2"
-	[[ $1 =~ $re ]] || fail "no '$2' count in: $1"
-	echo "${BASH_REMATCH[1]}"
-}
-
-verify_clean() {
-	local out line
-	out=$("$LEDGER" verify --ledger "$WORK/l" --file "$1" 2>&1) || fail "ledger verify on $1: $out"
-	line=$(grep '^verify:' <<<"$out" | tail -n 1) || fail "no verify summary: $out"
-	assert_eq "$(field_before "$line" missing)" 0 "missing blocks on $1"
-	assert_eq "$(field_before "$line" corrupt)" 0 "corrupt blocks on $1"
-}
+# shellcheck source=tests/integration/ledger.sh
+. "$(dirname "$0")/ledger.sh"
 
 # Which build is this: check-config refuses plain rdma only where RDMA was left out.
 cat >"$WORK/probe.conf" <<EOF
@@ -110,6 +95,6 @@ wait_repl beta peer_role secondary 10
 node_stop alpha
 node_stop beta
 assert_eq "$(sha256sum <"$(backing alpha)")" "$(sha256sum <"$(backing beta)")" "the two copies"
-verify_clean "$(backing alpha)"
-verify_clean "$(backing beta)"
+ledger_verify "$WORK/l" --file "$(backing alpha)"
+ledger_verify "$WORK/l" --file "$(backing beta)"
 log "PASS: transport rdma,tcp without an RDMA path replicates over TCP, logged once per node"
