@@ -872,7 +872,10 @@ static void start_connect(struct repl *r)
 	connect_over(r);
 }
 
-static void connect_over(struct repl *r)
+struct tconnect_params repl_connect_params(struct repl *r,
+                                           void (*done)(void *ctx, struct tconnect *c,
+                                                        struct tstream *s, int err),
+                                           void *topts)
 {
 	struct tconnect_params cp = {.loop = r->p.loop,
 	                             .auth = r->auth,
@@ -881,8 +884,14 @@ static void connect_over(struct repl *r)
 	                             .bind_host = r->p.self->host,
 	                             .ops = &repl_stream_ops,
 	                             .ctx = r,
-	                             .done = connect_done,
-	                             .topts = r->p.topts};
+	                             .done = done,
+	                             .topts = topts};
+	return cp;
+}
+
+static void connect_over(struct repl *r)
+{
+	struct tconnect_params cp = repl_connect_params(r, connect_done, r->p.topts);
 	for (int i = 0; i < 2; i++) {
 		if (tconnect_start(r->conn_t, &cp, &r->connecting[i]) < 0) {
 			int err = errno;

@@ -409,6 +409,11 @@ void repl_send_state(struct repl *r);
 void repl_send_hello(struct repl *r, struct tstream *s, uint8_t stream, uint16_t flags);
 /* What every replication stream's owner hears (repl.c), and where a connect lands. */
 extern const struct tstream_ops repl_stream_ops;
+/* The parameters of a connect to the peer whose streams repl_stream_ops serves. */
+struct tconnect_params repl_connect_params(struct repl *r,
+                                           void (*done)(void *ctx, struct tconnect *c,
+                                                        struct tstream *s, int err),
+                                           void *topts);
 struct gen_ids repl_gen_local(const struct repl *r);
 /* Into the superblock in memory (repl_write_sb persists it). */
 void repl_gen_store(struct repl *r, const struct gen_ids *g);

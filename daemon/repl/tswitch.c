@@ -220,15 +220,7 @@ static void sw_connect_done(void *ctx, struct tconnect *c, struct tstream *s, in
  */
 static void connect_new(struct repl *r, int k)
 {
-	struct tconnect_params cp = {.loop = r->p.loop,
-	                             .auth = r->auth,
-	                             .addr = r->p.peer->address,
-	                             .port_offset = r->p.vcfg->port_offset,
-	                             .bind_host = r->p.self->host,
-	                             .ops = &repl_stream_ops,
-	                             .ctx = r,
-	                             .done = sw_connect_done,
-	                             .topts = NULL};
+	struct tconnect_params cp = repl_connect_params(r, sw_connect_done, NULL);
 	if (tconnect_start(r->p.transport, &cp, &r->sw_connecting[k]) < 0) {
 		r->sw_connecting[k] = NULL;
 		repl_log(r, LOG_LVL_DEBUG, "No %s path to %s at %s yet: %s.", upper(r->p.transport),
