@@ -325,7 +325,6 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	    "protocol_errors", (json_int_t)ns.protocol_errors, "in_flight",
 	    (json_int_t)ns.in_flight);
 	static const char *const tls_names[] = {"off", "on", "require"}; /* enum hak_nbd_tls */
-	json_object_set_new(o, "fdatasyncs", json_integer((json_int_t)vs.fdatasyncs));
 	json_object_set_new(o, "tcp_tls", json_string(tls_names[vc->nbd_tls]));
 	json_object_set_new(o, "tls_sessions", json_integer((json_int_t)ns.tls_sessions));
 	json_object_set_new(o, "tls_failures", json_integer((json_int_t)ns.tls_failures));

@@ -65,7 +65,6 @@ int volume_open(const struct hak_volume_cfg *cfg, struct io_engine *io, struct v
 	v->cfg = cfg;
 	v->io = io;
 	v->stale_fd = -1;
-	v->flush_wait_tail = &v->flush_wait;
 	v->bulk_fd = v->stale_bulk_fd = -1;
 	v->fd = open(cfg->backing, flags);
 	if (v->fd < 0) {
@@ -220,69 +219,10 @@ static void vol_io_done(struct io_req *req)
 	req_mod(vio, REQ_LOCAL_DONE, req->res < 0 ? (int)-req->res : 0);
 }
 
-static void vol_flush_start(struct volume *v);
-
-/* The running fdatasync ended: it answers every request of its group; those that arrived while
- * it ran get the next one, started first so the device is busy again at once. */
-static void vol_flush_done(struct io_req *req)
-{
-	struct volume *v = req->data;
-	struct vol_io *vio = v->flush_cur;
-	int64_t res = req->res;
-	v->flush_cur = NULL;
-	v->flush_running = false;
-	if (v->flush_wait)
-		vol_flush_start(v);
-	while (vio) {
-		struct vol_io *next = vio->flush_next;
-		vio->flush_next = NULL;
-		vio->io.res = res;
-		vol_io_done(&vio->io);
-		vio = next;
-	}
-}
-
-static void vol_flush_start(struct volume *v)
-{
-	v->flush_cur = v->flush_wait;
-	v->flush_wait = NULL;
-	v->flush_wait_tail = &v->flush_wait;
-	v->flush_running = true;
-	v->st.fdatasyncs++;
-	volume_io_prep(v, &v->flush_req, IO_OP_FDATASYNC, 0, 0, NULL, vol_flush_done, v);
-	if (io_submit(v->io, &v->flush_req) < 0) {
-		v->flush_req.res = -EIO;
-		vol_flush_done(&v->flush_req);
-	}
-}
-
-/*
- * Group commit, as jbd2 and the block layer do it: an fdatasync answers every FLUSH (and FUA
- * write) that arrived before it started, since it covers every write completed by then. One that
- * arrives while an fdatasync runs cannot join it (its writes may have completed after it began)
- * and waits for the next, which answers all such at once. Sixteen clients committing together
- * then cost two fdatasyncs, not sixteen: fewer hand-offs to the kernel's workers and fewer cache
- * flushes of the device, which serializes them anyway.
- */
-static void vol_flush_join(struct vol_io *vio)
-{
-	struct volume *v = vio->vol;
-	volume_io_prep(v, &vio->io, IO_OP_FDATASYNC, 0, 0, NULL, vol_io_done, vio);
-	vio->flush_next = NULL;
-	*v->flush_wait_tail = vio;
-	v->flush_wait_tail = &vio->flush_next;
-	if (!v->flush_running)
-		vol_flush_start(v);
-}
-
 static void vol_issue(struct vol_io *vio, enum io_op op, uint64_t off, uint64_t len, void *buf,
                       unsigned flags)
 {
 	struct io_req *r = &vio->io;
-	if (op == IO_OP_FDATASYNC) {
-		vol_flush_join(vio);
-		return;
-	}
 	volume_io_prep(vio->vol, r, op, off, len, buf, vol_io_done, vio);
 	r->flags |= flags;
 	r->map = vio->map;

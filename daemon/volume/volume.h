@@ -72,7 +72,6 @@ struct vol_io {
 	/* Writes and flushes: when the request arrived (CLOCK_MONOTONIC ns), for vol_stats.lat. */
 	int64_t t_start;
 	struct vol_io *fence_next; /* parked while the volume fences (req.c) */
-	struct vol_io *flush_next; /* waiting in the flush group (volume.c) */
 };
 
 /*
@@ -93,9 +92,6 @@ struct vol_stats {
 	uint64_t bytes_written;
 	uint64_t errors;
 	uint64_t in_flight;
-	/* fdatasyncs of the backing store for FLUSH and FUA: fewer than those requests when
-	 * several were answered by one (volume.c, the flush group). */
-	uint64_t fdatasyncs;
 	struct vol_lat lat[VOL_LAT__COUNT]; /* writes (WRITE only) and flushes */
 };
 

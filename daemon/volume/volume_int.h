@@ -30,12 +30,6 @@ struct volume {
 	bool fencing;              /* replication's fence: volume_fence() */
 	struct vol_io *fence_head, *fence_tail; /* writes whose answer the fence holds */
 	unsigned fence_parked;
-	/* The flush group: the fdatasync running (flush_req) and the requests it answers, and
-	 * those that arrived while it ran, which the next one answers. */
-	struct io_req flush_req;
-	bool flush_running;
-	struct vol_io *flush_cur;
-	struct vol_io *flush_wait, **flush_wait_tail;
 };
 
 /* req.c: answer the writes the fence parked (their result as req_result() finds it now). */

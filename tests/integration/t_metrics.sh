@@ -103,8 +103,6 @@ flushes=$(hk alpha status --json | jq -r '.volumes[0].requests.flush')
 ((flushes > 0)) || fail "the storm made no flush"
 assert_eq "$(hist_check "$M.1" hak_volume_request_duration_seconds "$VA,op=\"flush\"")" "$flushes" \
 	"flushes in the histogram"
-fds=$(m "$M.1" "hak_volume_fdatasyncs_total{$VA}")
-((fds >= 1 && fds <= flushes)) || fail "$fds fdatasyncs for $flushes flushes"
 rtt_f=$(hist_check "$M.1" hak_replication_round_trip_seconds "$VP,op=\"flush\"")
 ((rtt_f > 0 && rtt_f <= flushes)) || fail "$rtt_f flush round trips for $flushes flushes"
 assert_eq "$(m "$M.1" "hak_volume_out_of_sync_bytes{$VP}")" 0 "out of sync while connected"

@@ -107,18 +107,14 @@ struct t_req {
 	struct vol_io vio;
 	int answers;
 	int err;
-	uint64_t fdatasyncs; /* the volume's count when the answer came */
 	uint8_t buf[4096] __attribute__((aligned(4096)));
 };
 
 static void t_done(struct vol_io *vio)
 {
 	struct t_req *t = vio->data;
-	struct vol_stats st;
 	t->answers++;
 	t->err = vio->err;
-	volume_stats(vio->vol, &st);
-	t->fdatasyncs = st.fdatasyncs;
 }
 
 static void t_init(struct t_req *t, enum vol_op op, uint64_t off, uint8_t fill)
@@ -256,46 +252,6 @@ START_TEST(latency_accounting)
 	ck_assert_uint_ge(f->total.sum_ns, f->peer.sum_ns);
 	ck_assert_uint_gt(f->local.sum_ns, 0); /* an fdatasync takes time */
 	ck_assert_uint_eq(st.lat[VOL_LAT_WRITE].total.count, 0);
-}
-END_TEST
-
-/* Group commit: FLUSHes and FUA writes that arrive while an fdatasync runs are all answered by
- * the next one, never by the one already running. */
-START_TEST(flush_group)
-{
-	enum { LATE = 8 };
-	struct t_req first, late[LATE], fua;
-	struct vol_stats st;
-	t_init(&first, VOL_FLUSH, 0, 0);
-	volume_submit(vol, &first.vio);
-	for (int i = 0; i < LATE; i++) {
-		t_init(&late[i], VOL_FLUSH, 0, 0);
-		volume_submit(vol, &late[i].vio);
-	}
-	t_init(&fua, VOL_WRITE, 8192, 0x5a);
-	fua.vio.flags = VOL_F_FUA;
-	volume_submit(vol, &fua.vio);
-	run_until_local_done(&first);
-	for (int i = 0; i < LATE; i++)
-		run_until_local_done(&late[i]);
-	run_until_local_done(&fua);
-	ck_assert_int_eq(first.answers, 1);
-	ck_assert_int_eq(first.err, 0);
-	for (int i = 0; i < LATE; i++) {
-		ck_assert_int_eq(late[i].answers, 1);
-		ck_assert_int_eq(late[i].err, 0);
-		/* the first fdatasync began before they arrived: a second one answered them */
-		ck_assert_uint_ge(late[i].fdatasyncs, 2);
-	}
-	ck_assert_int_eq(fua.answers, 1);
-	ck_assert_int_eq(fua.err, 0);
-	ck_assert_uint_eq(disk_byte(8192), 0x5a);
-	volume_stats(vol, &st);
-	ck_assert_uint_eq(st.ops[VOL_FLUSH], 1 + LATE);
-	/* one for the first, one for the eight late ones; the FUA write's own fdatasync joins
-	 * whichever group is waiting when its write completes, or starts a third */
-	ck_assert_uint_ge(st.fdatasyncs, 2);
-	ck_assert_uint_le(st.fdatasyncs, 3);
 }
 END_TEST
 
@@ -480,7 +436,6 @@ int main(void)
 	tcase_add_test(t, standalone_write);
 	tcase_add_test(t, sync_waits_for_ack);
 	tcase_add_test(t, latency_accounting);
-	tcase_add_test(t, flush_group);
 	tcase_add_test(t, memsync_received_and_lost);
 	tcase_add_test(t, held_resume_and_fail);
 	tcase_add_test(t, freeze_and_fail_writes);
