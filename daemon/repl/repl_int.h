@@ -403,7 +403,12 @@ int repl_write_sb(struct repl *r);
 /* End the connection (why: a sentence fragment for the log, NULL at shutdown) and run the
  * on_conn_lost hooks. */
 void repl_drop_connection(struct repl *r, const char *why);
+/* Our role and disk state to the peer (a WIRE_STATE), when connected. */
 void repl_send_state(struct repl *r);
+/* A new random generation ID, never 0. */
+uint64_t repl_fresh_gen(void);
+/* The initiator's connect to the peer, over the preferred transport. */
+void repl_start_connect(struct repl *r);
 /* Our HELLO for stream (WIRE_STREAM_*) on s; flags 0 starts a connection, WIRE_F_SWITCH joins
  * new streams to the one up (tswitch.h). */
 void repl_send_hello(struct repl *r, struct tstream *s, uint8_t stream, uint16_t flags);
