@@ -123,7 +123,8 @@ static void print_verify(json_t *vf)
 }
 
 /* The replication link's transport, when it is not plain TCP: "transport tls: CIPHER, ktls no",
- * or for rdma,tcp "link Connected over tcp (rdma preferred, retrying), 0 moves onto rdma". */
+ * or for rdma,tcp "link Connected over tcp (rdma preferred, retrying), 0 in-place moves onto it".
+ */
 static void print_transport(json_t *r)
 {
 	const char *tr = json_string_value(json_object_get(r, "transport"));

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "conf/conf_parse.h"
+#include "support/heard.h"
 
 static int is_section(const char *word)
 {
@@ -394,20 +395,6 @@ START_TEST(test_limits)
 	conf_parse_free(&cp);
 }
 END_TEST
-
-struct heard {
-	char lines[8][256];
-	unsigned n;
-};
-
-static void hear(void *arg, const char *message)
-{
-	struct heard *h = arg;
-
-	if (h->n < 8)
-		snprintf(h->lines[h->n], sizeof(h->lines[0]), "%s", message);
-	h->n++;
-}
 
 /*
  * Every syntax error is heard, in file order: the rest of a bad line is dropped (its block marked

@@ -15,6 +15,7 @@
 
 #include "conf/config.h"
 #include "support/conf_text.h"
+#include "support/heard.h"
 
 static const struct bad_case bad_cases[] = {
     /* sections */
@@ -505,20 +506,6 @@ START_TEST(test_error_buffer)
 	config_free(NULL);
 }
 END_TEST
-
-struct heard {
-	char lines[8][512];
-	unsigned n;
-};
-
-static void hear(void *arg, const char *message)
-{
-	struct heard *h = arg;
-
-	if (h->n < 8)
-		snprintf(h->lines[h->n], sizeof(h->lines[0]), "%s", message);
-	h->n++;
-}
 
 /* Writes text to a new temporary file; the caller unlinks path. */
 static void write_temp(char *path, const char *text)
