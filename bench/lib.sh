@@ -144,8 +144,37 @@ bench_net() {
 	fi
 }
 
+# ---- the secondary's disk --------------------------------------------------------------------
+# peer_disk_init: beta's backing file DIR/beta.img elsewhere. This machine has one disk, so both
+# nodes' files share it and each node's flushes queue behind the other's, which two real servers
+# never see. PEER_DIR puts beta's file there (DIR/beta.img becomes a symlink to it; truncate it,
+# never remove it): PEER_DIR=/dev/shm (tmpfs, where fdatasync costs nothing) shows what is left
+# with the secondary's disk out of the way. PEER_FLUSH_US (needs PEER_DIR) gives that file the
+# flush latency of a disk of its own: bench/flushdelay.c, preloaded into beta's hakd (io-engine
+# pool, whose workers call fdatasync through the C library), sleeps that long before each one
+# (a standalone run's flush latency is this machine's disk's, as a guide). Uses DIR and SID.
+peer_disk_init() {
+	if [[ -n ${PEER_DIR:-} ]]; then
+		mkdir -p "$PEER_DIR/hak-bench.$SID"
+		: >"$PEER_DIR/hak-bench.$SID/beta.img"
+		ln -sf "$PEER_DIR/hak-bench.$SID/beta.img" "$DIR/beta.img"
+	fi
+	[[ -n ${PEER_FLUSH_US:-} ]] || return 0
+	[[ -n ${PEER_DIR:-} ]] || die "PEER_FLUSH_US needs PEER_DIR (beta's file off this disk)"
+	cc -O2 -Wall -Wextra -Werror -shared -fPIC -o "$DIR/flushdelay.so" \
+		"$REPO/bench/flushdelay.c" -ldl || die "building bench/flushdelay.c failed"
+	export FLUSHDELAY_US=$PEER_FLUSH_US
+	PEER_PRELOAD=$DIR/flushdelay.so
+	PEER_IO_ENGINE=pool
+}
+
+peer_disk_cleanup() {
+	[[ -z ${PEER_DIR:-} || -z ${SID:-} ]] || rm -rf "$PEER_DIR/hak-bench.$SID"
+}
+
 # ---- a hakd pair (or one standalone hakd) ------------------------------------------------------
-# These use DIR, HAKD, HAKCTL, IO_ENGINE, CPU_PRIMARY, CPU_SECONDARY, NS_alpha, NS_beta and PIDS.
+# These use DIR, HAKD, HAKCTL, IO_ENGINE, CPU_PRIMARY, CPU_SECONDARY, NS_alpha, NS_beta and PIDS;
+# PEER_IO_ENGINE and PEER_PRELOAD (a library for LD_PRELOAD), when set, apply to beta alone.
 
 # write_config NODE MODE: NODE's config, volume db on DIR/NODE.img; GLOBAL_EXTRA and VOLUME_EXTRA
 # add a line to the global section and to the volume (e.g. "sched-policy normal"); TRANSPORT
@@ -155,7 +184,7 @@ write_config() {
 global {
     control-socket $DIR/$1.ctl
     log-level info
-    io-engine $IO_ENGINE
+    io-engine $(if [[ $1 == beta ]]; then echo "${PEER_IO_ENGINE:-$IO_ENGINE}"; else echo "$IO_ENGINE"; fi)
     ${GLOBAL_EXTRA:-}
 }
 node alpha {
@@ -205,12 +234,13 @@ repl() {
 	hk "$1" status --json 2>/dev/null | jq -r ".volumes[0].replication.$2"
 }
 
-# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec and taskset both
-# exec, so $! is hakd itself).
+# start_node NODE CPU: hakd in NODE's namespace, pinned to CPU (ip netns exec, env and taskset
+# all exec, so $! is hakd itself).
 start_node() {
-	local n=$1 ns=NS_$1
-	ip netns exec "${!ns}" taskset -c "$2" "$HAKD" --config "$DIR/$n.conf" --node "$n" \
-		--foreground </dev/null >>"$DIR/$n.log" 2>&1 &
+	local n=$1 ns=NS_$1 pre=
+	[[ $n == beta ]] && pre=${PEER_PRELOAD:-}
+	ip netns exec "${!ns}" env ${pre:+LD_PRELOAD=$pre} taskset -c "$2" "$HAKD" \
+		--config "$DIR/$n.conf" --node "$n" --foreground </dev/null >>"$DIR/$n.log" 2>&1 &
 	PIDS[$n]=$!
 	wait_until "hk $n version" 20 || die "hakd on $n did not come up"
 }

@@ -15,6 +15,9 @@
 #   CONFIGS="standalone sync" bench/pgbench.sh    (a subset)
 #   BUSY_PEER=1 bench/pgbench.sh   (a busy loop pinned to CPU 1 for the whole run: the secondary
 #                                   shares its CPU with a CPU hog)
+#   PEER_DIR=/dev/shm PEER_FLUSH_US=800 bench/pgbench.sh   (beta's file, hakd's or qemu-nbd's,
+#                                   on tmpfs, and each fdatasync of beta's hakd 800 us longer: a
+#                                   disk of its own; bench/lib.sh, peer_disk_init, says why)
 #   TRANSPORT=tls bench/pgbench.sh (the hakd pairs replicate over TLS 1.3, certificates made for
 #                                   the run; tls-psk: a pre-shared key; compare with a tcp run)
 #   SMOKE=1 bench/pgbench.sh       (CLIENTS=16 T=3 ROUNDS=1 SCALE=1 SIZE=1G, every configuration:
@@ -150,6 +153,7 @@ cleanup() {
 	pg_stop
 	detach
 	bench_teardown
+	peer_disk_cleanup
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -159,6 +163,7 @@ trap 'exit 143' TERM
 # ---- the two "machines" ----------------------------------------------------------------------
 bench_net pg rps
 tls_setup
+peer_disk_init
 
 # ---- the stack above the volume --------------------------------------------------------------
 # attach SOCKET: nbdfuse on the volume's NBD socket (as the group's attach resource does), a loop
@@ -254,8 +259,8 @@ run_pgbench() {
 # run_config CONFIG: one round of CONFIG: set up, init timed, a run per client count, torn down.
 run_config() {
 	local cfg=$1 sock n t0 t1 secs
-	for n in alpha beta; do
-		rm -f "$DIR/$n.img"
+	for n in alpha beta; do # a fresh sparse file (through PEER_DIR's symlink for beta)
+		truncate -s 0 "$DIR/$n.img"
 		truncate -s "$SIZE" "$DIR/$n.img"
 	done
 	case $cfg in

@@ -14,6 +14,8 @@
 #   BUSY_PEER=1 bench/replication.sh   (a busy loop pinned to the secondary's CPU for the whole
 #                                       run: a standby is rarely idle)
 #   PEER_DIR=/dev/shm bench/replication.sh   (beta's backing file there: see below)
+#   PEER_DIR=/dev/shm PEER_FLUSH_US=800 bench/replication.sh   (and every fdatasync of beta's
+#                                         sleeps 800 us first: a disk of its own; see below)
 #   TRANSPORT=tls bench/replication.sh   (the pair replicates over TLS 1.3 with certificates made
 #                                         for the run; tls-psk: with a pre-shared key; default
 #                                         tcp). Compare with a TRANSPORT=tcp run: the standalone
@@ -50,7 +52,7 @@
 #                                         barrier was acknowledged, and the client was answered,
 #                                         and how often the peer finished last; on beta, per
 #                                         barrier, the wait for the writes before it, for a flush
-#                                         already running, the fdatasync, and arrival to ack)
+#                                         to start, the fdatasync, and arrival to ack)
 #   RESULT cpu_us_per_write mode=sync primary=<x> secondary=<y> (utime+stime per write, QD32 4K)
 #   RESULT resync mbps=<x> tcp_mbps=<y> ratio=<x/y>             (MiB/s: full resync of SIZE from
 #                                                                promote to beta UpToDate, versus
@@ -112,7 +114,7 @@ cleanup() {
 	set +e
 	trap - EXIT
 	bench_teardown
-	[[ -z ${PEER_DIR:-} ]] || rm -rf "$PEER_DIR/hak-bench-repl.$SID"
+	peer_disk_cleanup
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -123,14 +125,8 @@ trap 'exit 143' TERM
 bench_net rb rps
 tls_setup
 
-# PEER_DIR puts beta's backing file elsewhere (a symlink in DIR points to it): both nodes'
-# files share this machine's one disk, so each node's flushes queue behind the other's, which two
-# real servers never see; PEER_DIR=/dev/shm (tmpfs: fdatasync costs nothing) shows what is left
-# when the secondary's disk is out of the way.
-if [[ -n ${PEER_DIR:-} ]]; then
-	mkdir -p "$PEER_DIR/hak-bench-repl.$SID"
-	ln -s "$PEER_DIR/hak-bench-repl.$SID/beta.img" "$DIR/beta.img"
-fi
+# PEER_DIR and PEER_FLUSH_US: beta's disk (bench/lib.sh, peer_disk_init).
+peer_disk_init
 # Prefill with random data (not one repeated buffer): the resync sends all-zero blocks as holes,
 # which would make it look faster than it is.
 for n in alpha beta; do

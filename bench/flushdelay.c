@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A disk of its own for the benchmark's secondary. This machine has one disk, so a pair's two
+ * backing files share it and each node's flushes queue behind the other's, which two servers
+ * never see; with the secondary's file on tmpfs its flushes cost nothing, which flatters it.
+ * Preloaded into the secondary's hakd (io-engine pool, whose workers call fdatasync through the
+ * C library), this makes every fdatasync and fsync sleep FLUSHDELAY_US microseconds first: an
+ * independent device whose cache flush takes that long, however many run at once.
+ * bench/replication.sh builds it for PEER_FLUSH_US=.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+static long delay_us(void)
+{
+	static long us = -1;
+	if (us < 0) {
+		const char *s = getenv("FLUSHDELAY_US");
+		us = s ? strtol(s, NULL, 10) : 0;
+		if (us < 0)
+			us = 0;
+	}
+	return us;
+}
+
+static void flush_sleep(void)
+{
+	int saved = errno;
+	long us = delay_us();
+	struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+	while (us > 0 && nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	errno = saved;
+}
+
+int fdatasync(int fd)
+{
+	static int (*real)(int);
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+	flush_sleep();
+	return real(fd);
+}
+
+int fsync(int fd)
+{
+	static int (*real)(int);
+	if (!real)
+		real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
+	flush_sleep();
+	return real(fd);
+}
