@@ -36,20 +36,23 @@ static void flush_sleep(void)
 	errno = saved;
 }
 
+/* Sleep, then call the C library's function NAME (looked up once into *real). */
+static int delayed(int (**real)(int), const char *name, int fd)
+{
+	if (!*real)
+		*real = (int (*)(int))dlsym(RTLD_NEXT, name);
+	flush_sleep();
+	return (*real)(fd);
+}
+
 int fdatasync(int fd)
 {
 	static int (*real)(int);
-	if (!real)
-		real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
-	flush_sleep();
-	return real(fd);
+	return delayed(&real, "fdatasync", fd);
 }
 
 int fsync(int fd)
 {
 	static int (*real)(int);
-	if (!real)
-		real = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
-	flush_sleep();
-	return real(fd);
+	return delayed(&real, "fsync", fd);
 }
