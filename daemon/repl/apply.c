@@ -351,39 +351,37 @@ struct conn_flush {
 	struct io_req req;
 	struct repl *r;
 	uint64_t conn;
-	uint64_t upto;    /* barriers: it answers those of an epoch below this */
-	int64_t start_ns; /* when it was issued */
-	void (*then)(struct repl *r, int err, const struct conn_flush *f);
+	void (*then)(struct repl *r, int err);
 };
 
 static void conn_flushed(struct io_req *req)
 {
 	struct conn_flush *f = req->data;
 	struct repl *r = f->r;
+	void (*then)(struct repl *, int) = f->then;
 	int err = req->res < 0 ? (int)-req->res : 0;
+	bool stale = f->conn != r->conn_seq;
 
+	free(f);
 	/* The connection dropped while the flush ran: what it was for is gone with it (a barrier
 	 * of a new connection is not covered by this flush). */
-	if (f->conn == r->conn_seq)
-		f->then(r, err, f);
-	free(f);
+	if (!stale)
+		then(r, err);
 }
 
 /* fdatasync the volume off the loop; then() runs when it is done, unless the connection that
- * asked is gone by then. The flush, or NULL when out of memory. */
-static struct conn_flush *apply_flush(struct repl *r, void (*then)(struct repl *r, int err,
-                                                                   const struct conn_flush *f))
+ * asked is gone by then. 0, or -1 when out of memory. */
+static int apply_flush(struct repl *r, void (*then)(struct repl *r, int err))
 {
 	struct conn_flush *f = calloc(1, sizeof(*f));
 	if (!f)
-		return NULL;
+		return -1;
 	f->r = r;
 	f->conn = r->conn_seq;
 	f->then = then;
-	f->start_ns = clock_mono_ns();
 	volume_io_prep(r->p.vol, &f->req, IO_OP_FDATASYNC, 0, 0, NULL, conn_flushed, f);
 	io_submit(r->p.io, &f->req);
-	return f;
+	return 0;
 }
 
 /*
@@ -393,9 +391,8 @@ static struct conn_flush *apply_flush(struct repl *r, void (*then)(struct repl *
  * own nor, as application writes do, a barrier from the source: the source clears its bits
  * for good at every flush, so a resync makes progress even on a link that keeps resetting.
  */
-static void rs_synced(struct repl *r, int err, const struct conn_flush *f)
+static void rs_synced(struct repl *r, int err)
 {
-	(void)f;
 	struct apply *list = r->rs_syncing;
 	r->rs_syncing = NULL;
 	if (err)
@@ -423,7 +420,7 @@ static void rs_sync_progress(struct repl *r)
 		return;
 	if (r->rs_unsynced_bytes < RS_SYNC_BATCH && r->rs_applying)
 		return;
-	if (!apply_flush(r, rs_synced)) {
+	if (apply_flush(r, rs_synced) < 0) {
 		repl_drop_connection(r, "out of memory for flushing resynced blocks");
 		return;
 	}
@@ -447,9 +444,10 @@ static void apply_drop_unsynced(struct repl *r)
 	r->rs_unsynced_bytes = 0;
 }
 
-static void barrier_flushed(struct repl *r, int err, const struct conn_flush *f)
+static void barrier_flushed(struct repl *r, int err)
 {
-	r->barrier_flushes_running--;
+	unsigned n = r->barriers_flushing;
+	r->barriers_flushing = 0;
 	if (err) {
 		/* Acknowledging would tell the primary that the writes before the barrier are on
 		 * this disk. Without the ack, the lost connection puts them into its bitmap. */
@@ -462,15 +460,12 @@ static void barrier_flushed(struct repl *r, int err, const struct conn_flush *f)
 		return;
 	}
 	int64_t now = clock_mono_ns();
-	lathist_add(&r->bar_lat.fsync, now - f->start_ns);
-	r->barrier_flushes++;
-	/* A flush that started later may have finished first and answered these already. */
-	unsigned n = 0;
-	while (n < r->nbarriers && r->barriers[n].epoch < f->upto) {
-		send_ack(r, WIRE_BARRIER_ACK, r->barriers[n].id, 0);
-		lathist_add(&r->bar_lat.total, now - r->barriers[n].recv_ns);
-		n++;
+	lathist_add(&r->bar_lat.fsync, now - r->bar_lat.fsync_start);
+	for (unsigned i = 0; i < n; i++) {
+		send_ack(r, WIRE_BARRIER_ACK, r->barriers[i].id, 0);
+		lathist_add(&r->bar_lat.total, now - r->barriers[i].recv_ns);
 	}
+	r->barrier_flushes++;
 	r->barriers_acked += n;
 	memmove(&r->barriers[0], &r->barriers[n], (r->nbarriers - n) * sizeof(r->barriers[0]));
 	r->nbarriers -= n;
@@ -479,38 +474,27 @@ static void barrier_flushed(struct repl *r, int err, const struct conn_flush *f)
 
 /*
  * Group commit (as jbd2 and the block layer's flush machinery do): one flush answers every
- * barrier whose writes were all done when it started. Barriers that become ready while flushes
- * run start another at once, up to BARRIER_FLUSHES_MAX in flight: one at a time made a barrier
- * that just missed a flush wait for all of it before its own began (measured: most of a
- * barrier's time on a busy pair), while the kernel overlaps concurrent fdatasyncs and merges
- * their device cache flushes. An fdatasync makes stable every write done before it started,
- * so whichever flush finishes answers every barrier it covers, even one an older flush still
- * running was started for. A barrier's writes are the applies received before it, so a
- * barrier's pending count is never smaller than an older one's: the ready barriers are always
- * a prefix.
+ * barrier whose writes were all done when it started, and barriers that become ready while it
+ * runs share the next one. Many clients committing at once used to cost one flush each, in
+ * turn. A barrier's writes are the applies received before it, so a barrier's pending count is
+ * never smaller than an older one's: the ready barriers are always a prefix.
  */
 static void barriers_progress(struct repl *r)
 {
-	if (r->barrier_flushes_running >= BARRIER_FLUSHES_MAX)
+	unsigned n = 0;
+	if (r->barriers_flushing)
 		return;
-	unsigned first = 0, n = 0;
-	while (first < r->nbarriers && r->barriers[first].epoch < r->barrier_flush_upto)
-		first++;
-	n = first;
 	while (n < r->nbarriers && r->barriers[n].pending == 0)
 		n++;
-	if (n == first)
+	if (!n || apply_flush(r, barrier_flushed) < 0)
 		return;
-	struct conn_flush *f = apply_flush(r, barrier_flushed);
-	if (!f)
-		return; /* out of memory: the next write done or barrier tries again */
-	f->upto = r->barriers[n - 1].epoch + 1;
-	r->barrier_flush_upto = f->upto;
-	r->barrier_flushes_running++;
-	for (unsigned i = first; i < n; i++) {
+	r->barriers_flushing = n;
+	int64_t now = clock_mono_ns();
+	r->bar_lat.fsync_start = now;
+	for (unsigned i = 0; i < n; i++) {
 		const struct barrier_wait *b = &r->barriers[i];
 		lathist_add(&r->bar_lat.writes, b->ready_ns - b->recv_ns);
-		lathist_add(&r->bar_lat.queue, f->start_ns - b->ready_ns);
+		lathist_add(&r->bar_lat.queue, now - b->ready_ns);
 	}
 }
 
@@ -544,8 +528,8 @@ static void apply_drop_waiting(struct repl *r)
 static void apply_conn_lost(void *ctx)
 {
 	struct repl *r = ctx;
-	/* flushes in progress report to nobody (conn_flushed): their barriers are gone too */
-	r->barrier_flushes_running = 0;
+	/* a flush in progress reports to nobody (conn_flushed): its barriers are gone too */
+	r->barriers_flushing = 0;
 	apply_drop_unsynced(r);
 	if (r->role != ROLE_PRIMARY)
 		apply_drop_waiting(r);

@@ -32,8 +32,6 @@
 #define RS_CHUNK        (256u * 1024u) /* resync run size */
 #define RS_SCAN_AHEAD   (1ull << 30)   /* how far one hole scan looks past its run */
 #define BARRIERS_MAX    256u
-/* Secondary: fdatasyncs for barriers in flight at once (apply.c says why more than one). */
-#define BARRIER_FLUSHES_MAX 4u
 /* The resync target acknowledges runs once an fdatasync covered them; one flush covers every run
  * written while the previous one ran, and starts early once this many bytes wait for it. */
 #define RS_SYNC_BATCH (2u << 20)
@@ -107,10 +105,11 @@ struct barrier_wait {
 };
 
 /* A secondary's side of a commit, per barrier from its arrival (CLOCK_MONOTONIC): until the
- * writes before it were done, then waiting for a flush to start (all slots busy), the flush
+ * writes before it were done, then waiting for a flush to start (one was running), the flush
  * itself (once per flush, which may answer several barriers), and arrival to ack. */
 struct barrier_lat {
 	struct lathist writes, queue, fsync, total;
+	int64_t fsync_start;
 };
 
 /* Source: one resync run being read. */
@@ -317,8 +316,7 @@ struct repl {
 	uint64_t epoch;
 	struct barrier_wait barriers[BARRIERS_MAX];
 	unsigned nbarriers;
-	unsigned barrier_flushes_running;
-	uint64_t barrier_flush_upto; /* barriers of a lower epoch have a flush started for them */
+	unsigned barriers_flushing; /* the oldest barriers the flush in progress answers */
 	uint64_t barrier_flushes, barriers_acked;
 	struct barrier_lat bar_lat;
 	bool data_paused;
