@@ -107,5 +107,5 @@ pgc_client_stop
 pgc_vip_on beta
 pgc_assert_rows
 ((PGBENCH_TX > 0)) || fail "pgbench did no transaction"
-sampler_assert 200
+sampler_assert 150
 log "PASS"
