@@ -45,7 +45,7 @@
 #define HAK_DEFAULT_AL_EXTENT_SIZE (4u << 20)
 #define HAK_AL_EXTENTS_MAX         12292u /* al.h AL_SLOTS_MAX */
 #define HAK_DEFAULT_RS_RATE_MIN    (10ull << 20)
-#define HAK_DEFAULT_RS_FILL        (8ull << 20)
+#define HAK_DEFAULT_RS_FILL        (64ull << 20)
 #define HAK_DEFAULT_FENCE_TIMEOUT  10.0 /* seconds */
 
 /* When a write is acknowledged to the client (DRBD protocols C, B, A). */
@@ -203,7 +203,7 @@ struct hak_volume_cfg {
 	uint64_t resync_rate_max;  /* "resync-rate-max" bytes/s, 0 = unlimited (default 0) */
 	uint64_t resync_rate_min;  /* "resync-rate-min" bytes/s kept while applications write
 	                            * (default 10M) */
-	uint64_t resync_fill;      /* "resync-fill-target" resync bytes in flight (8M) */
+	uint64_t resync_fill;      /* "resync-fill-target" resync bytes in flight (64M) */
 	/* "fencing"; when not written: resource-only for sync and memsync volumes of a cluster
 	 * (it has the heartbeats and the witness to outdate the peer over), none otherwise */
 	enum hak_fencing fencing;

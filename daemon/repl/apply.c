@@ -66,11 +66,14 @@ static void apply_release(struct repl *r, struct apply *a)
 {
 	r->apply_count--;
 	r->apply_bytes -= a->frame_len;
+	if (a->resync)
+		r->rs_apply_bytes -= a->frame_len;
 	buf_put(a->frame, a->frame_len);
 	a->frame = NULL;
 	a->frame_len = 0;
 	if (r->data_paused && r->apply_count < APPLY_MAX / 2 &&
-	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->data) {
+	    r->apply_bytes < APPLY_MAX_BYTES / 2 && r->rs_apply_bytes < RS_APPLY_MAX_BYTES / 2 &&
+	    r->data) {
 		tswitch_data_pause(r, false);
 	}
 }
@@ -335,13 +338,16 @@ void apply_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 	a->conn = r->conn_seq;
 	r->apply_count++;
 	r->apply_bytes += h->len;
+	if (a->resync)
+		r->rs_apply_bytes += h->len;
 	if (h->flags & WIRE_F_RECV_ACK)
 		send_ack(r, WIRE_RECV_ACK, io.id, 0);
 	if (apply_blocked(r, a->off, a->len, NULL))
 		rangelock_add(&r->apply_waiting, &a->range, a->off, a->len);
 	else
 		apply_start(r, a);
-	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES)) {
+	if (!r->data_paused && (r->apply_count >= APPLY_MAX || r->apply_bytes >= APPLY_MAX_BYTES ||
+	                        r->rs_apply_bytes >= RS_APPLY_MAX_BYTES)) {
 		tswitch_data_pause(r, true);
 	}
 }

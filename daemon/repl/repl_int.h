@@ -29,9 +29,22 @@
 #define PEND_SLOTS      8192u /* replicated requests in flight to the peer */
 #define APPLY_MAX       1024u /* secondary: applies in flight before reading pauses */
 #define APPLY_MAX_BYTES (64u << 20)
-#define RS_CHUNK        (256u * 1024u) /* resync run size */
-#define RS_SCAN_AHEAD   (1ull << 30)   /* how far one hole scan looks past its run */
-#define BARRIERS_MAX    256u
+/* Secondary: resync payload received and not yet written before reading pauses. The source may
+ * have a whole resync-fill-target in flight, mostly written and waiting for a flush; what waits
+ * for the disk is what costs memory here, and this much keeps the disk's queue full. */
+#define RS_APPLY_MAX_BYTES (16u << 20)
+#define RS_CHUNK           (256u * 1024u) /* resync run size */
+#define RS_SCAN_AHEAD      (1ull << 30)   /* how far one hole scan looks past its run */
+/* Resync runs being read at once. A read from the page cache is copied inside io_uring_enter,
+ * on the loop: a whole window of them in one submission held the loop for milliseconds in which
+ * nothing was sent, so the link and the target idled. A few at a time keep reads and sends
+ * interleaved, and the window (resync-fill-target) still bounds what is in flight. */
+#define RS_READS_MAX 4u
+/* Resync bytes read and still waiting for the socket: what the source's memory holds for the
+ * resync, whatever the window. The window counts bytes until the target's ack, which comes only
+ * after its flush, so it must be large to keep the link busy; buffers need not be. */
+#define RS_UNSENT_MAX (4u << 20)
+#define BARRIERS_MAX  256u
 /* The resync target acknowledges runs once an fdatasync covered them; one flush covers every run
  * written while the previous one ran, and starts early once this many bytes wait for it. */
 #define RS_SYNC_BATCH (2u << 20)
@@ -325,6 +338,7 @@ struct repl {
 	struct apply *rs_unsynced, *rs_syncing;
 	uint64_t rs_unsynced_bytes;
 	unsigned rs_applying;      /* resync runs being written */
+	uint64_t rs_apply_bytes;   /* their frames' bytes, held until written */
 	uint64_t integrity_errors; /* payloads whose checksum did not match */
 
 	/* ---- resync.c: bitmap exchange and the resync, either side ---- */
@@ -334,6 +348,7 @@ struct repl {
 	 * the hole scan. A trim since then costs only a read: zeros still travel as a hole. */
 	uint64_t rs_data_lo, rs_data_hi;
 	uint64_t rs_inflight;
+	uint64_t rs_unsent; /* bytes of resync buffers queued and not yet written to the socket */
 	struct rangelock rs_reading; /* runs being read: application writes to them wait */
 	struct rs_op *rs_sent;       /* queued to the peer, waiting for RS_ACK */
 	uint64_t rs_next_id;

@@ -115,7 +115,7 @@ void resync_begin(struct repl *r, enum gen_decision d, int rule, bool peer_resum
 	r->bm_done_rcvd = false;
 	r->rs_cursor = 0;
 	r->rs_data_lo = r->rs_data_hi = 0;
-	r->rs_inflight = 0;
+	r->rs_inflight = r->rs_unsent = 0;
 	r->rs_done_bytes = r->rs_sent_bytes = r->rs_hole_bytes = 0;
 	r->rs_start = ev_now(r->p.loop);
 	r->rs_rate = 0;
@@ -277,11 +277,18 @@ void resync_frame(struct repl *r, const struct wire_hdr *h, uint8_t *payload)
 static void rs_sent(struct outq_item *it, int err)
 {
 	struct rs_op *op = it->ctx;
+	struct repl *r = op->r;
 	(void)err;
 	/* The payload is on the wire (or dropped); the op itself waits for the RS_ACK. */
 	if (op->buf) {
 		buf_put(op->buf, op->len);
 		op->buf = NULL;
+		r->rs_unsent -= op->len;
+		/* Room for more reads; not from here, inside the transport's flush. */
+		if (r->resync_running && !ev_is_active(&r->rs_timer)) {
+			ev_timer_set(&r->rs_timer, 0., 0.);
+			ev_timer_start(r->p.loop, &r->rs_timer);
+		}
 	}
 }
 
@@ -323,6 +330,8 @@ void resync_send_op(struct repl *r, struct rs_op *op)
 	}
 	it->sent = rs_sent;
 	it->ctx = op;
+	if (op->buf)
+		r->rs_unsent += op->len;
 	r->rs_sent_bytes += op->len;
 	op->stage = 2;
 	op->next = r->rs_sent;
@@ -418,6 +427,8 @@ void resync_pump(struct repl *r)
 		return;
 	uint64_t budget = pump_budget(r);
 	for (unsigned guard = 0; guard < 1024 && budget > 0; guard++) {
+		if (r->rs_reading.count >= RS_READS_MAX || r->rs_unsent >= RS_UNSENT_MAX)
+			return; /* pumped again as a read completes or a run is sent */
 		uint64_t bit = bitmap_find_next_set(r->bm, r->rs_cursor);
 		if (bit >= nbits) {
 			if (r->rs_inflight == 0 && rangelock_empty(&r->rs_reading) && !r->rs_sent) {
@@ -538,6 +549,7 @@ void resync_stop(struct repl *r)
 	r->resync_running = false;
 	r->rs_finishing = false;
 	r->rs_inflight = 0;
+	r->rs_unsent = 0;
 	r->bm_done_rcvd = false;
 	r->bm_sent = false;
 	r->rsctl.paused_peer = false; /* the peer tells again on the next connection */

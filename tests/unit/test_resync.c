@@ -93,8 +93,9 @@ START_TEST(source_sends_dirty_runs)
 	ck_assert_uint_eq(bitmap_count(f->r->bm), 79);
 	rf_inject_id(f, &f->data, WIRE_BITMAP_DONE, 0);
 	ck_assert(f->r->resync_running);
-	/* Five runs: [0,8K) [64K] [128K] and the 300 KiB write in chunks of RS_CHUNK. */
-	ck_assert_uint_eq(f->r->rs_reading.count, 5);
+	/* Five runs: [0,8K) [64K] [128K] and the 300 KiB write in chunks of RS_CHUNK; only
+	 * RS_READS_MAX of them are read at once, the fifth once one of those is done. */
+	ck_assert_uint_eq(f->r->rs_reading.count, RS_READS_MAX);
 
 	/* An application write to a run being read waits for the run. */
 	struct rf_req *a = rf_submit(f, VOL_WRITE, K4, K4, 9, 0);
@@ -202,6 +203,68 @@ START_TEST(source_sends_dirty_runs)
 }
 END_TEST
 
+/* The source reads no further ahead of the socket than RS_UNSENT_MAX, however large the window:
+ * with 12 MiB dirty and a data stream that takes nothing, reading stops once that much waits;
+ * each run the socket takes lets another be read, and every byte still goes, once. */
+START_TEST(source_reads_bounded_ahead_of_socket)
+{
+	struct replfix *f = rf_open(NULL);
+	char err[512];
+	const uint64_t dirty = 12 * M1, nruns = dirty / RS_CHUNK;
+	ck_assert_uint_gt(dirty, 2 * RS_UNSENT_MAX); /* else the bound is not reached */
+	ck_assert_uint_ge(f->vc->resync_fill, dirty);
+	ck_assert_int_eq(repl_promote(f->r, false, err, sizeof(err)), 0);
+	for (unsigned i = 0; i < dirty / M1; i++) {
+		struct rf_req *w = rf_submit(f, VOL_WRITE, (uint64_t)i * M1, M1, 20 + i, 0);
+		rf_until(f, w->answers == 1);
+		ck_assert_int_eq(w->err, 0);
+	}
+	struct wire_hello h;
+	rf_hello(f, &h);
+	rf_connect(f, &h);
+	rf_run_for(f, RSCTL_BUSY_HOLD + 0.05); /* the volume is idle: the whole window is open */
+	rf_clear(f);
+	rf_inject_id(f, &f->data, WIRE_BITMAP_DONE, 0);
+	ck_assert(f->r->resync_running);
+
+	/* The loop alone, without the test taking what the source sends. */
+	for (unsigned i = 0; i < 20000 && f->r->rs_reading.count > 0; i++) {
+		ev_run(f->loop, EVRUN_NOWAIT);
+		usleep(50);
+	}
+	ck_assert_uint_eq(f->r->rs_reading.count, 0);
+	ck_assert_uint_ge(f->r->rs_unsent, RS_UNSENT_MAX);
+	ck_assert_uint_lt(f->r->rs_unsent, RS_UNSENT_MAX + RS_READS_MAX * RS_CHUNK);
+	ck_assert_uint_eq(f->r->rs_unsent, f->r->rs_inflight);
+	ck_assert_uint_ge(tstream_queued(f->data.s), f->r->rs_unsent);
+	ck_assert_uint_eq(rf_count(&f->data, WIRE_RS_DATA), 0);
+
+	/* The socket takes it all: reading goes on, and every run goes out exactly once. */
+	memwire_flush(&f->data);
+	ck_assert_uint_eq(f->r->rs_unsent, 0);
+	uint64_t first = rf_count(&f->data, WIRE_RS_DATA);
+	ck_assert_uint_eq(first * RS_CHUNK, f->r->rs_inflight);
+	rf_until(f, rf_count(&f->data, WIRE_RS_DATA) == nruns);
+	uint8_t *want = malloc(M1);
+	ck_assert_ptr_nonnull(want);
+	for (uint64_t k = 0; k < nruns; k++) {
+		struct rf_io io;
+		const struct mem_frame *fr = rf_find_io(&f->data, WIRE_RS_DATA, k * RS_CHUNK);
+		ck_assert_ptr_nonnull(fr);
+		rf_io_of(fr, &io);
+		ck_assert_uint_eq(io.len, RS_CHUNK);
+		rf_pattern(want, M1, 20 + (unsigned)(k * RS_CHUNK / M1));
+		ck_assert_int_eq(memcmp(io.data, want + k * RS_CHUNK % M1, RS_CHUNK), 0);
+		rf_inject_ack(f, WIRE_RS_ACK, io.id, 0);
+	}
+	free(want);
+	ck_assert_uint_eq(rf_count(&f->data, WIRE_RS_DATA), nruns);
+	ck_assert_uint_eq(bitmap_count(f->r->bm), 0);
+	ck_assert_uint_eq(f->r->rs_unsent, 0);
+	rf_until(f, rf_count(&f->data, WIRE_RS_DONE) == 1);
+}
+END_TEST
+
 /* The target: the peer's bitmap is merged and persisted; RS_DATA runs (data and holes) are
  * written, and RS_ACK goes only after a flush covered them, which is when the bits clear;
  * RS_DONE makes the disk UpToDate with the source's generation. */
@@ -304,6 +367,54 @@ START_TEST(target_refuses_early_done)
 }
 END_TEST
 
+/* The target pauses reading once RS_APPLY_MAX_BYTES of runs wait for its disk, whatever the
+ * source's window, and resumes when half has drained; every run is written and acknowledged.
+ * More runs than the volume holds: the last ones overwrite the first, in arrival order. */
+START_TEST(target_pauses_on_unwritten_runs)
+{
+	struct replfix *f = rf_open(NULL);
+	const uint64_t src_gen = 0x0123456789abcdefull;
+	const unsigned slots = RF_SIZE / RS_CHUNK, n = slots + slots / 4;
+	struct wire_hello h;
+	rf_hello(f, &h);
+	h.role = WIRE_ROLE_PRIMARY;
+	h.gen[0] = src_gen;
+	h.gen[1] = f->gen;
+	rf_connect(f, &h);
+	ck_assert_int_eq(repl_link_state(f->r), LINK_SYNC_TARGET);
+	rf_inject_id(f, &f->data, WIRE_BITMAP_DONE, 0);
+
+	uint8_t *run = malloc(RS_CHUNK);
+	ck_assert_ptr_nonnull(run);
+	unsigned paused_at = 0;
+	for (unsigned i = 0; i < n; i++) {
+		rf_pattern(run, RS_CHUNK, 40 + i);
+		/* Nothing completes between two frames: the loop does not run. */
+		rf_inject_io(f, WIRE_RS_DATA, 0, 1 + i, (uint64_t)(i % slots) * RS_CHUNK, RS_CHUNK,
+		             run);
+		if (f->data.paused && !paused_at)
+			paused_at = i + 1;
+	}
+	ck_assert_uint_gt(n * (uint64_t)RS_CHUNK, RS_APPLY_MAX_BYTES); /* else not reached */
+	ck_assert_uint_eq(paused_at, RS_APPLY_MAX_BYTES / (RS_CHUNK + WIRE_IO_SIZE) + 1);
+	ck_assert(f->r->data_paused);
+	ck_assert_uint_eq(f->data.held, n - paused_at);
+	ck_assert(!f->meta.paused);
+
+	rf_until(f, !f->data.paused);
+	/* (the frames held meanwhile came in at once, and may have paused it again) */
+	ck_assert_uint_le(f->r->rs_apply_bytes, RS_APPLY_MAX_BYTES + RS_CHUNK + WIRE_IO_SIZE);
+	rf_until(f, rf_count(&f->meta, WIRE_RS_ACK) == n);
+	ck_assert_uint_eq(f->r->rs_apply_bytes, 0);
+	for (unsigned i = 0; i < slots; i++)
+		ck_assert(rf_disk_is(f, (uint64_t)i * RS_CHUNK, RS_CHUNK,
+		                     40 + i + (i < n - slots ? slots : 0)));
+	for (unsigned i = 0; i < n; i++)
+		ck_assert_uint_eq(rf_status(rf_find_id(&f->meta, WIRE_RS_ACK, 1 + i)), 0);
+	free(run);
+}
+END_TEST
+
 /* An RS_ACK for a run never sent costs the connection; the bits stay. */
 START_TEST(source_unknown_rs_ack_drops)
 {
@@ -332,7 +443,9 @@ int main(void)
 	tcase_add_checked_fixture(t, NULL, rf_close);
 	tcase_set_timeout(t, 30);
 	tcase_add_test(t, source_sends_dirty_runs);
+	tcase_add_test(t, source_reads_bounded_ahead_of_socket);
 	tcase_add_test(t, target_acks_after_flush);
+	tcase_add_test(t, target_pauses_on_unwritten_runs);
 	tcase_add_test(t, target_refuses_early_done);
 	tcase_add_test(t, source_unknown_rs_ack_drops);
 	suite_add_tcase(s, t);

@@ -34,8 +34,8 @@
 #define RF_PEER      "alpha"
 #define RF_SELF_ADDR "192.0.2.2:7789"
 #define RF_PEER_ADDR "192.0.2.1:7789"
-#define RF_SIZE      (4u << 20) /* data bytes the volume exports */
-#define RF_BLOCK     4096u      /* bitmap block size */
+#define RF_SIZE      (16u << 20) /* data bytes the volume exports */
+#define RF_BLOCK     4096u       /* bitmap block size */
 
 /* Bounds of every wait: a test that waits longer has failed. */
 #define RF_MAX_STEPS   200000u
