@@ -218,9 +218,11 @@ pcmk_add_clone() {
 # pcmk_wait_promoted TIMEOUT: one instance Promoted (as alpha's Pacemaker sees it); sets P to
 # that node and S to the other.
 pcmk_wait_promoted() {
-	wait_for "[[ -n \$(pcmk_promoted alpha) ]]" "$1" ||
+	# P is taken from the same crm_mon that showed the promotion: a second call may land in a
+	# transition and list none, and its failed assignment ended the test under set -e silently.
+	P=
+	wait_for "P=\$(pcmk_promoted alpha)" "$1" ||
 		fail "Pacemaker promoted no instance within $1 s: $(px alpha crm_mon -1 2>&1)"
-	P=$(pcmk_promoted alpha)
 	S=alpha
 	# shellcheck disable=SC2034 # for the test that sources this
 	[[ $P == alpha ]] && S=beta

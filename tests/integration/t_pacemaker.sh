@@ -35,7 +35,8 @@ log "Pacemaker: $(px alpha crm_mon -1 | grep -E 'Current DC|Online')"
 # ---- 1. the promotable clone ---------------------------------------------------------------
 pcmk_add_clone
 pcmk_wait_promoted 90
-assert_eq "$(pcmk_promoted beta)" "$P" "the promoted node as beta's Pacemaker sees it"
+wait_for "[[ \$(pcmk_promoted beta) == $P ]]" 30 ||
+	fail "beta's Pacemaker does not show $P promoted: $(px beta crm_mon -1 2>&1)"
 wait_for "[[ \$(px alpha crm_mon -1) == *'Unpromoted: [ $S ]'* ]]" 30 ||
 	fail "$S is not Unpromoted: $(px alpha crm_mon -1)"
 assert_eq "$(repl "$P" role)" primary "hak's role on $P"
