@@ -59,7 +59,21 @@ totem {
 	# and an authkey made by corosync-keygen)
 	crypto_cipher: none
 	crypto_hash: none
-	token: 1000
+	# A cut of one path must not cost the membership: knet marks the link down after 400 ms
+	# without pongs and carries on over the other, well before the token (3 s) is lost. With
+	# token 1000 and knet's default ping timeout (token / 2), a loaded machine lost the token
+	# first: the peer left the partition and fence-peer answered "offline" (exit 5), not 4.
+	token: 3000
+	interface {
+		linknumber: 0
+		knet_ping_interval: 100
+		knet_ping_timeout: 400
+	}
+	interface {
+		linknumber: 1
+		knet_ping_interval: 100
+		knet_ping_timeout: 400
+	}
 }
 nodelist {
 	node {
