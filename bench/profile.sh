@@ -9,12 +9,16 @@
 #
 #   bench/profile.sh sync        (or standalone, async, memsync; needs perf)
 #   WORKLOAD=fsync4k_j16 bench/profile.sh sync     (commits: a write and a FLUSH each)
+#   WORKLOAD=resync bench/profile.sh sync   (a full resync of SIZE, default 4G, from alpha to
+#                                            beta: perf on both CPUs from the moment beta logs
+#                                            the resync's start, for SECONDS_REC, default 1.5 s;
+#                                            then the busiest symbols of each node, the resync's
+#                                            MiB/s and its durable TCP copy's from the same run)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MODE=${1:-sync}
 OUT=${OUT:-/var/tmp/hak-profile.$$}
-SECONDS_REC=${SECONDS_REC:-5}
 case $MODE in standalone | async | memsync | sync) ;; *)
 	echo "profile.sh: unknown mode '$MODE' (standalone, async, memsync or sync)." >&2
 	exit 2
@@ -25,9 +29,50 @@ command -v perf >/dev/null || {
 	exit 1
 }
 mkdir -p "$OUT"
+
+# profile_resync: record both CPUs once beta logs the start of its resync (the bench makes the
+# pair anew and promotes alpha after its TCP copies), then what each node's CPU did.
+profile_resync() {
+	local i
+	for ((i = 0; i < 6000 && ${#dir} > 0; i++)); do
+		grep -qs 'Starting a' "$dir/beta.log" && break
+		kill -0 "$bench" 2>/dev/null || break
+		sleep 0.05
+	done
+	grep -qs 'Starting a' "$dir/beta.log" || {
+		cat "$OUT/bench.log" >&2
+		echo "profile.sh: the resync did not start in $dir." >&2
+		exit 1
+	}
+	perf record -a -g -F 1999 -o "$OUT/perf.data" -- sleep "$SECONDS_REC" >/dev/null 2>&1
+	wait "$bench" || true
+	trap - EXIT
+	grep -E 'round|RESULT' "$OUT/bench.log" || true
+	# (|| true: head closing the pipe early is not a failure)
+	perf report -i "$OUT/perf.data" --no-children --sort cpu,comm -q -g none 2>/dev/null |
+		head -15 || true
+	for i in 0 1; do
+		echo "profile.sh: CPU $i ($([[ $i == 0 ]] && echo alpha, the source || echo beta, the target)), busiest symbols:"
+		perf report -i "$OUT/perf.data" --no-children --cpu "$i" --sort comm,sym -q -g none \
+			2>/dev/null | head -15 || true
+	done
+	echo "profile.sh: perf data in $OUT/perf.data"
+}
+
 WORKLOAD=${WORKLOAD:-randwrite4k_qd32}
-ONLY="^$WORKLOAD\$" MODES=$MODE RESYNC=0 RUNS=1 RUNTIME=$((SECONDS_REC + 6)) \
-	"$REPO/bench/replication.sh" >"$OUT/bench.log" 2>&1 &
+if [[ $WORKLOAD == resync ]]; then
+	[[ $MODE != standalone ]] || {
+		echo "profile.sh: a resync needs a pair: async, memsync or sync." >&2
+		exit 2
+	}
+	SECONDS_REC=${SECONDS_REC:-1.5}
+	ONLY='^none$' MODES=$MODE RESYNC=1 RUNS=1 SIZE=${SIZE:-4G} \
+		"$REPO/bench/replication.sh" >"$OUT/bench.log" 2>&1 &
+else
+	SECONDS_REC=${SECONDS_REC:-5}
+	ONLY="^$WORKLOAD\$" MODES=$MODE RESYNC=0 RUNS=1 RUNTIME=$((SECONDS_REC + 6)) \
+		"$REPO/bench/replication.sh" >"$OUT/bench.log" 2>&1 &
+fi
 bench=$!
 trap 'kill "$bench" 2>/dev/null || true' EXIT
 # The bench prints its load line when setup (build, prefill) is over; fio starts right after.
@@ -44,6 +89,10 @@ grep -q 'load average before' "$OUT/bench.log" || {
 # The primary is the hakd serving alpha.img of this bench's scratch directory (named in its log);
 # it starts after the prefill, which takes a while on a busy machine.
 dir=$(sed -n 's/.* files on \([^,]*\),.*/\1/p' "$OUT/bench.log")
+if [[ $WORKLOAD == resync ]]; then
+	profile_resync
+	exit 0
+fi
 pat="--config $dir/alpha.conf"
 [[ $MODE != standalone ]] || pat="--export $dir/alpha.img"
 pid=
