@@ -50,6 +50,10 @@ int tcp_stream_create_io(struct ev_loop *loop, int fd, const struct tcp_io *io, 
 /* The layer context of s when s is a TCP stream over io, else NULL. */
 void *tcp_stream_io(const struct tstream *s, const struct tcp_io *io);
 
+/* Payload bytes s copied out of its input buffer: those not read straight into their frame's own
+ * buffer (a bulk payload should almost never be). */
+uint64_t tcp_stream_copied(const struct tstream *s);
+
 /* Socket options for a replication connection: no Nagle, keepalive, a short user timeout. */
 void tcp_tune(int fd);
 
