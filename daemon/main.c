@@ -309,8 +309,9 @@ static json_t *volume_status_json(struct hakd *d, size_t i)
 	    (json_int_t)vs.ops[VOL_WRITE], "flush", (json_int_t)vs.ops[VOL_FLUSH], "trim",
 	    (json_int_t)vs.ops[VOL_TRIM], "zero", (json_int_t)vs.ops[VOL_ZERO], "cache",
 	    (json_int_t)vs.ops[VOL_CACHE], "block_status", (json_int_t)vs.ops[VOL_BLOCK_STATUS]);
-	json_t *bytes = json_pack("{s:I, s:I}", "read", (json_int_t)vs.bytes_read, "write",
-	                          (json_int_t)vs.bytes_written);
+	json_t *bytes = json_pack("{s:I, s:I, s:I}", "read", (json_int_t)vs.bytes_read, "write",
+	                          (json_int_t)vs.bytes_written, "write_copied",
+	                          (json_int_t)ns.write_bytes_copied);
 	json_t *o = json_pack(
 	    "{s:s, s:s, s:s, s:I, s:s, s:s?, s:b, s:b, s:i, s:I, s:I, s:o, s:o, s:I, "
 	    "s:I, s:I, s:I, s:I}",

@@ -34,14 +34,16 @@ struct nbd_server_opts {
 };
 
 struct nbd_server_stats {
-	unsigned clients;          /* connections open now */
-	uint64_t connections;      /* accepted since start */
-	uint64_t rejected;         /* closed at accept because of max_clients */
-	uint64_t protocol_errors;  /* connections dropped for violating the protocol */
-	uint64_t invalid_requests; /* requests answered with an error before any I/O */
-	uint64_t in_flight;        /* requests submitted and not yet replied to */
-	uint64_t tls_sessions;     /* TLS handshakes completed */
-	uint64_t tls_failures;     /* TLS handshakes that failed (timeouts not included) */
+	unsigned clients;            /* connections open now */
+	uint64_t connections;        /* accepted since start */
+	uint64_t rejected;           /* closed at accept because of max_clients */
+	uint64_t protocol_errors;    /* connections dropped for violating the protocol */
+	uint64_t invalid_requests;   /* requests answered with an error before any I/O */
+	uint64_t in_flight;          /* requests submitted and not yet replied to */
+	uint64_t tls_sessions;       /* TLS handshakes completed */
+	uint64_t tls_failures;       /* TLS handshakes that failed (timeouts not included) */
+	uint64_t write_bytes_copied; /* write payload bytes that came through the input buffer,
+	                              * copied once more: the rest was read straight into place */
 };
 
 int nbd_server_create(struct ev_loop *loop, struct volume *vol, const struct nbd_server_opts *o,
