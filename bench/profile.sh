@@ -30,16 +30,23 @@ command -v perf >/dev/null || {
 }
 mkdir -p "$OUT"
 
+# wait_log FILE PATTERN TRIES STEP: until FILE has a line matching PATTERN, at most TRIES polls
+# STEP seconds apart, and no longer than the bench runs; false when it never came.
+wait_log() {
+	local i
+	for ((i = 0; i < $3; i++)); do
+		grep -qs -- "$2" "$1" && return 0
+		kill -0 "$bench" 2>/dev/null || break
+		sleep "$4"
+	done
+	grep -qs -- "$2" "$1"
+}
+
 # profile_resync: record both CPUs once beta logs the start of its resync (the bench makes the
 # pair anew and promotes alpha after its TCP copies), then what each node's CPU did.
 profile_resync() {
 	local i
-	for ((i = 0; i < 6000 && ${#dir} > 0; i++)); do
-		grep -qs 'Starting a' "$dir/beta.log" && break
-		kill -0 "$bench" 2>/dev/null || break
-		sleep 0.05
-	done
-	grep -qs 'Starting a' "$dir/beta.log" || {
+	wait_log "${dir:-/nonexistent}/beta.log" 'Starting a' 6000 0.05 || {
 		cat "$OUT/bench.log" >&2
 		echo "profile.sh: the resync did not start in $dir." >&2
 		exit 1
@@ -76,12 +83,7 @@ fi
 bench=$!
 trap 'kill "$bench" 2>/dev/null || true' EXIT
 # The bench prints its load line when setup (build, prefill) is over; fio starts right after.
-for ((i = 0; i < 3000; i++)); do
-	grep -q 'load average before' "$OUT/bench.log" && break
-	kill -0 "$bench" 2>/dev/null || break
-	sleep 0.2
-done
-grep -q 'load average before' "$OUT/bench.log" || {
+wait_log "$OUT/bench.log" 'load average before' 3000 0.2 || {
 	cat "$OUT/bench.log" >&2
 	echo "profile.sh: the benchmark did not get going." >&2
 	exit 1
