@@ -49,7 +49,10 @@ wait_fenced() {
 	wait_for "[[ \$(repl $P fencing.fences) == $1 && \$(repl $P fencing.frozen) == false ]]" 20 ||
 		fail "P's freeze $1 did not end: $(hk "$P" status --json | jq -c .volumes[0].replication.fencing)"
 	assert_contains "$(repl "$P" fencing.last_how)" "fence-peer handler (exit 4)" "how the freeze ended"
+	# The handler wrote the constraint into P's CIB; S's copy follows over corosync, later
+	# when corosync has just moved to its second link.
 	local c
+	wait_for "pcmk_constraint $S | grep -qF 'value=\"$P\"'" 15 || true
 	c=$(pcmk_constraint "$S")
 	assert_contains "$c" "value=\"$P\"" "the constraint in $S's CIB"
 	assert_contains "$c" 'role="Promoted"' "the constraint"
