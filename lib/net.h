@@ -11,6 +11,18 @@
 #include <sys/socket.h>
 
 /*
+ * The stream readers (the NBD server and the replication transport's TCP streams) read headers
+ * and small messages through an input buffer, and a payload of NET_BULK_MIN bytes or more
+ * straight into its own buffer. After such a payload the next read into the input buffer takes
+ * at most NET_BULK_PEEK: enough for a header and a batch of small messages, little enough that
+ * the next large payload is not read there and then copied into its buffer. Filling the input
+ * buffer each time passed almost every byte of a stream of large writes or resync runs through
+ * a user-space copy (11 % of a resync target's CPU, 21 % of a file copy's payload, measured).
+ */
+#define NET_BULK_MIN  (64u * 1024u)
+#define NET_BULK_PEEK 4096u
+
+/*
  * A non-blocking listening socket on addr, at its port plus port_offset. Returns the fd, or -1
  * with errno (EINVAL for a malformed address or port, EADDRNOTAVAIL when the host does not
  * resolve).

@@ -24,15 +24,7 @@
 #include "lib/outq.h"
 #include "volume/volume.h"
 
-#define IN_BUF_SIZE (64u * 1024u)
-/*
- * After a write of at least BULK_MIN bytes, the next read into the input buffer takes at most
- * BULK_PEEK: a client streaming large writes (a file copy, the kernel's writeback) would
- * otherwise fill the buffer with the next header and 64 KiB of its payload, which must then be
- * copied into the request's own buffer; the rest of a payload is read straight into it.
- */
-#define BULK_MIN         (64u * 1024u)
-#define BULK_PEEK        4096u
+#define IN_BUF_SIZE      (64u * 1024u)
 #define MAX_INFLIGHT     256u          /* requests per connection before reading pauses */
 #define MAX_INFLIGHT_MEM (64u << 20)   /* payload bytes per connection before reading pauses */
 #define MAP_MAX          64u           /* extents per BLOCK_STATUS / structured READ */
@@ -98,7 +90,7 @@ struct nbd_conn {
 	struct nbd_request discard_req;
 	struct nbd_creq *cur;
 	uint32_t payload_got;
-	bool bulk_last; /* the last write's payload was at least BULK_MIN */
+	bool bulk_last; /* the last write's payload was at least NET_BULK_MIN */
 	struct outq out;
 	unsigned in_flight;
 	size_t inflight_mem;
@@ -701,7 +693,7 @@ static bool conn_tx_step(struct nbd_conn *c)
 		c->payload_got += (uint32_t)n;
 		c->srv->st.write_bytes_copied += n;
 		if (c->payload_got == q->r.length) {
-			c->bulk_last = q->r.length >= BULK_MIN;
+			c->bulk_last = q->r.length >= NET_BULK_MIN;
 			c->cur = NULL;
 			c->state = C_TX_HDR;
 			conn_start_request(c, q);
@@ -961,7 +953,7 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 			if (r > 0) {
 				c->payload_got += (uint32_t)r;
 				if (c->payload_got == q->r.length) {
-					c->bulk_last = q->r.length >= BULK_MIN;
+					c->bulk_last = q->r.length >= NET_BULK_MIN;
 					c->cur = NULL;
 					c->state = C_TX_HDR;
 					conn_start_request(c, q);
@@ -977,8 +969,8 @@ static void conn_read_cb(struct ev_loop *loop, ev_io *w, int revents)
 				c->in_pos = 0;
 			}
 			size_t room = IN_BUF_SIZE - c->in_len;
-			if (c->bulk_last && c->in_len == 0 && room > BULK_PEEK)
-				room = BULK_PEEK;
+			if (c->bulk_last && c->in_len == 0 && room > NET_BULK_PEEK)
+				room = NET_BULK_PEEK;
 			r = conn_recv(c, c->in + c->in_len, room);
 			if (r > 0) {
 				c->in_len += (size_t)r;

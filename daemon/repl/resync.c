@@ -283,7 +283,8 @@ static void rs_sent(struct outq_item *it, int err)
 	if (op->buf) {
 		buf_put(op->buf, op->len);
 		op->buf = NULL;
-		r->rs_unsent -= op->len;
+		/* Never below zero, whatever order a lost connection tears things down in. */
+		r->rs_unsent -= op->len < r->rs_unsent ? op->len : r->rs_unsent;
 		/* Room for more reads; not from here, inside the transport's flush. */
 		if (r->resync_running && !ev_is_active(&r->rs_timer)) {
 			ev_timer_set(&r->rs_timer, 0., 0.);

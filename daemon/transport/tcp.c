@@ -16,16 +16,6 @@
 #include "lib/net.h"
 
 #define IN_SIZE (256u * 1024u)
-/* A payload longer than this is read straight into its own buffer. */
-#define BULK_MIN (64u * 1024u)
-/*
- * After a bulk frame, the next read into the input buffer takes at most this much: enough for a
- * header and a batch of small frames, little enough that the next bulk payload is not read here
- * and then copied into its buffer. Reading the input buffer full each time made a stream of
- * 256 KiB resync runs pass almost every byte through a user-space copy (11 % of the target's
- * CPU during a resync, measured with perf).
- */
-#define BULK_PEEK 4096u
 
 struct tcp_stream {
 	struct tstream base; /* first: a struct tstream * is a struct tcp_stream * */
@@ -232,7 +222,7 @@ static bool stream_parse(struct tcp_stream *s)
 		struct wire_hdr h = s->hdr;
 		uint8_t *p = s->payload;
 		s->have_hdr = false;
-		s->bulk_last = h.len > BULK_MIN;
+		s->bulk_last = h.len >= NET_BULK_MIN;
 		s->payload = NULL;
 		s->in_cb++;
 		s->base.ops->frame(s->base.ctx, &s->base, &h, p);
@@ -255,7 +245,7 @@ static ssize_t stream_read_into(struct tcp_stream *s, void *buf, size_t len, cha
 static ssize_t stream_read(struct tcp_stream *s, char *why, size_t whylen)
 {
 	ssize_t r;
-	if (s->have_hdr && s->in_pos == s->in_len && s->hdr.len > BULK_MIN) {
+	if (s->have_hdr && s->in_pos == s->in_len && s->hdr.len >= NET_BULK_MIN) {
 		/* Bulk payloads go straight into their buffer, to their last byte: a read of the
 		 * tail into the input buffer would take the next payload along. */
 		r = stream_read_into(s, s->payload + s->got, s->hdr.len - s->got, why, whylen);
@@ -269,8 +259,8 @@ static ssize_t stream_read(struct tcp_stream *s, char *why, size_t whylen)
 		s->in_pos = 0;
 	}
 	size_t room = IN_SIZE - s->in_len;
-	if (s->bulk_last && s->in_len == 0 && room > BULK_PEEK)
-		room = BULK_PEEK;
+	if (s->bulk_last && s->in_len == 0 && room > NET_BULK_PEEK)
+		room = NET_BULK_PEEK;
 	r = stream_read_into(s, s->in + s->in_len, room, why, whylen);
 	if (r > 0)
 		s->in_len += (size_t)r;
